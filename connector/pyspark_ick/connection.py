@@ -1,0 +1,145 @@
+"""connect(): a Redis URL to a redis-py client, with cluster detection, retry, redaction."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
+
+from .errors import IckConfigError, IckConnectionError
+
+DEFAULT_URL = "redis://localhost:6379/0"
+SCHEMES = ("redis", "rediss", "unix")
+TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (safe to log)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def where(url: str) -> str:
+    """Scheme, host and port (or socket path) of ``url``, without credentials."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}"
+
+
+def parse_cluster(value: Any) -> str:
+    """``auto``, ``yes`` or ``no`` from an option value."""
+    text = str(value).strip().lower()
+    if text in ("auto", ""):
+        return "auto"
+    if text in ("true", "yes", "1", "on"):
+        return "yes"
+    if text in ("false", "no", "0", "off"):
+        return "no"
+    raise IckConfigError(f"redis.cluster must be auto, true or false, got {value!r}")
+
+
+def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
+    """An IckConnectionError for ``exc`` that names no credentials."""
+    target = f" at {where(url)}" if url else ""
+    if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in str(exc):
+        return IckConnectionError(
+            f"Redis{target} refused the username or password "
+            "(check redis.username / redis.password or the URL)"
+        )
+    return IckConnectionError(f"cannot reach Redis{target}: {type(exc).__name__}: {exc}")
+
+
+def connect(
+    url: str = DEFAULT_URL,
+    *,
+    cluster: Any = "auto",
+    username: str | None = None,
+    password: str | None = None,
+    timeout: float | None = 10.0,
+    retries: int = 5,
+    **kw: Any,
+) -> redis.Redis | redis.RedisCluster:
+    """A redis-py client for ``url`` (``redis://``, ``rediss://`` for TLS, ``unix://``).
+
+    ``cluster``: ``"auto"`` asks the server whether it is a cluster node; true/false force
+    it. Connection errors and timeouts are retried ``retries`` times with jittered backoff.
+    Extra keyword arguments go to redis-py (``ssl_ca_certs=...``, ``decode_responses``).
+    """
+    if urlsplit(url).scheme not in SCHEMES:
+        raise IckConfigError(
+            f"redis.url must start with redis://, rediss:// or unix://, got {redact(url)!r}"
+        )
+    mode = parse_cluster(cluster)
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": Retry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), retries, TRANSIENT),
+        **kw,
+    }
+    if username is not None:
+        options["username"] = username
+    if password is not None:
+        options["password"] = password
+    try:
+        if mode == "auto":
+            probe = redis.Redis.from_url(url, **options)
+            try:
+                mode = "yes" if probe.info("cluster").get("cluster_enabled") else "no"
+            finally:
+                probe.close()
+        if mode == "yes":
+            options.pop("retry")  # RedisCluster retries by itself, node by node
+            return redis.RedisCluster.from_url(url, **options)
+        client = redis.Redis.from_url(url, **options)
+        client.ping()
+        return client
+    except redis.RedisError as exc:
+        raise connection_error(exc, url) from exc
+
+
+@dataclass(frozen=True)
+class ConnectionSpec:
+    """How to reach Redis: picklable (Spark ships it to executors), redacted in repr."""
+
+    url: str = DEFAULT_URL
+    cluster: str = "auto"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    timeout: float = 10.0
+
+    def __repr__(self) -> str:
+        return f"ConnectionSpec({redact(self.url)}, cluster={self.cluster})"
+
+    def connect(self) -> redis.Redis | redis.RedisCluster:
+        """A new client."""
+        return connect(
+            self.url,
+            cluster=self.cluster,
+            username=self.username,
+            password=self.password,
+            timeout=self.timeout,
+        )
+
+    def client(self) -> redis.Redis | redis.RedisCluster:
+        """The client of this process for this spec (created once, shared by tasks)."""
+        with _clients_lock:
+            found = _clients.get(self)
+            if found is None:
+                found = _clients[self] = self.connect()
+            return found
+
+
+_clients: dict[ConnectionSpec, Any] = {}
+_clients_lock = threading.Lock()

@@ -1,0 +1,246 @@
+"""Ick and ShardedIck: the operations of the redis-ick gem, one Lua call each."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from . import scripts
+from .errors import ShardCountError
+from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
+
+CHUNK = 1000  # members per ickadd call in a pipeline (see bench/bench_core.py)
+
+Pairs = list[tuple[str, float]]
+
+
+def text(value: Any) -> str:
+    """A member as ``str`` (Redis replies are bytes unless decode_responses is set)."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def pairs(flat: Sequence[Any]) -> Pairs:
+    """``[m1, s1, m2, s2, ...]`` -> ``[(m1, s1), ...]`` with str members, float scores."""
+    return [(text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+
+def _flat_args(members: Sequence[Any], scores: Sequence[float]) -> list[Any]:
+    """``[s1, m1, s2, m2, ...]``: the ARGV of ickadd."""
+    out: list[Any] = [None] * (2 * len(members))
+    out[0::2] = scores
+    out[1::2] = members
+    return out
+
+
+def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence[float],
+              chunk: int = CHUNK) -> int:
+    """Queue ickadd calls of at most ``chunk`` members on ``pipe``; returns how many."""
+    calls = 0
+    for start in range(0, len(members), chunk):
+        end = start + chunk
+        scripts.queue(pipe, "ickadd", keys.base, _flat_args(members[start:end], scores[start:end]))
+        calls += 1
+    return calls
+
+
+def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
+    """Totals (new, changed) of ickadd replies."""
+    new = changed = 0
+    for reply in replies:
+        new += int(reply[0])
+        changed += int(reply[1])
+    return new, changed
+
+
+class Ick:
+    """One Ick: a producer set and a consumer set with the gem's semantics."""
+
+    def __init__(self, client: Any, key: str) -> None:
+        self.client = client
+        self.keys = IckKeys(check_name(key))
+
+    @property
+    def key(self) -> str:
+        return self.keys.master
+
+    def __repr__(self) -> str:
+        return f"Ick({self.key!r})"
+
+    def add(self, mapping: Mapping[Any, float]) -> tuple[int, int]:
+        """Add members with scores; a member already queued keeps the lower score.
+
+        Returns (new, changed): members new to the pset, members whose score went down.
+        """
+        if not mapping:
+            return (0, 0)
+        members = [text(m) for m in mapping]
+        scores = [float(s) for s in mapping.values()]
+        replies = scripts.pipelined(
+            self.client, ["ickadd"], lambda pipe: queue_add(pipe, self.keys, members, scores)
+        )
+        return sum_adds(replies)
+
+    def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
+        """Commit ``commit``, optionally fold the cset back (backwash), then reserve ``n``."""
+        reply = scripts.run(
+            self.client,
+            "ickexchange",
+            self.keys.base,
+            [int(n), "1" if backwash else "0", *(text(m) for m in commit)],
+        )
+        return pairs(reply[1])
+
+    def reserve(self, n: int) -> Pairs:
+        """Move the lowest members into the cset until it holds ``n``; return its ``n`` lowest.
+
+        Calling it again before a commit returns the same batch.
+        """
+        return self.exchange(n)
+
+    def commit(self, *members: Any) -> int:
+        """Remove ``members`` from the cset (never the pset); returns how many were removed."""
+        if not members:
+            return 0
+        reply = scripts.run(
+            self.client, "ickexchange", self.keys.base, [0, "0", *(text(m) for m in members)]
+        )
+        return int(reply[0])
+
+    def stats(self) -> dict[str, Any] | None:
+        """Version, sizes and score ranges; None when the Ick does not exist."""
+        return parse_stats(scripts.run(self.client, "ickstats", self.keys.base))
+
+    def delete(self) -> int:
+        """Remove every key of this Ick (DEL); returns how many keys existed."""
+        return self._remove("DEL")
+
+    def unlink(self) -> int:
+        """Like delete, but Redis frees the memory in the background (UNLINK)."""
+        return self._remove("UNLINK")
+
+    def _remove(self, command: str) -> int:
+        keys = self.keys.fixed_keys() + self._reservation_keys()
+        return int(scripts.run(self.client, "ickdel", keys, [command]))
+
+    def _reservation_keys(self) -> list[str]:
+        """Manifest keys of open reservations (numbers from the reservation log)."""
+        log = self.client.hgetall(self.keys.rlog)
+        if not log:
+            return []
+        values = {text(k): int(v) for k, v in log.items()}
+        first = values.get("committed", 0) + 1
+        return [self.keys.reservation(r) for r in range(first, values.get("reserved", 0) + 1)]
+
+
+def parse_stats(reply: Any) -> dict[str, Any] | None:
+    """The dict of an ickstats reply: sizes as int, scores as float."""
+    if reply is None:
+        return None
+    out: dict[str, Any] = {}
+    for i in range(0, len(reply), 2):
+        name, value = text(reply[i]), reply[i + 1]
+        if name.endswith("_size"):
+            out[name] = int(value)
+        elif name.endswith(("_min", "_max")):
+            out[name] = float(value)
+        else:
+            out[name] = text(value)
+    for name in ("pset_min", "pset_max", "cset_min", "cset_max"):
+        out.setdefault(name, None)
+    return out
+
+
+class ShardedIck:
+    """A logical Ick ``name`` of ``shards`` Icks; members routed by ``shard_of``."""
+
+    def __init__(self, client: Any, name: str, shards: int = 1) -> None:
+        self.client = client
+        self.name = check_name(name)
+        self.shards = check_shards(shards)
+        self._icks = [Ick(client, key) for key in shard_names(name, shards)]
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"ShardedIck({self.name!r}, shards={self.shards})"
+
+    def shard(self, i: int) -> Ick:
+        """The Ick of shard ``i`` (each shard has exactly one consumer)."""
+        return self._icks[i]
+
+    def shard_of(self, member: Any) -> int:
+        """The shard that ``member`` goes to."""
+        return shard_of(text(member), self.shards)
+
+    def check_shards(self) -> None:
+        """Record the shard count in Redis on first use; raise if another is recorded."""
+        if self._checked:
+            return
+        recorded = int(scripts.run(
+            self.client, "shardcount", [shard_count_key(self.name)], [self.shards]
+        ))
+        if recorded != self.shards:
+            raise ShardCountError(
+                f"Ick {self.name!r} has {recorded} shards recorded in Redis, "
+                f"but {self.shards} were given"
+            )
+        self._checked = True
+
+    def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
+        """Add members to their shards in one pipelined round trip; returns (new, changed)."""
+        return self.add_pairs([text(m) for m in mapping], [float(s) for s in mapping.values()],
+                              chunk)
+
+    def add_pairs(self, members: Sequence[str], scores: Sequence[float],
+                  chunk: int = CHUNK) -> tuple[int, int]:
+        """Add ``members[i]`` with ``scores[i]``; one round trip; returns (new, changed)."""
+        if not members:
+            return (0, 0)
+        self.check_shards()
+        groups = self.group(members, scores)
+
+        def build(pipe: Any) -> None:
+            for i, (ms, ss) in groups.items():
+                queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
+
+        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build))
+
+    def group(self, members: Sequence[str], scores: Sequence[float]
+              ) -> dict[int, tuple[list[str], list[float]]]:
+        """Members and scores grouped by shard."""
+        if self.shards == 1:
+            return {0: (list(members), list(scores))}
+        groups: dict[int, tuple[list[str], list[float]]] = {}
+        for member, score in zip(members, scores, strict=True):
+            ms, ss = groups.setdefault(shard_of(member, self.shards), ([], []))
+            ms.append(member)
+            ss.append(score)
+        return groups
+
+    def stats(self) -> dict[str, Any]:
+        """Per-shard stats (None for a shard not created yet) and their totals."""
+        self.check_shards()
+
+        def build(pipe: Any) -> None:
+            for ick in self._icks:
+                scripts.queue(pipe, "ickstats", ick.keys.base)
+
+        per_shard = [parse_stats(r) for r in scripts.pipelined(self.client, ["ickstats"], build)]
+        totals = {
+            name: sum(s[name] for s in per_shard if s)
+            for name in ("pset_size", "cset_size", "total_size")
+        }
+        return {"name": self.name, "shards": per_shard, **totals}
+
+    def delete(self) -> int:
+        """Remove every shard and the recorded shard count (DEL)."""
+        return self._remove("DEL")
+
+    def unlink(self) -> int:
+        """Like delete, freeing memory in the background (UNLINK)."""
+        return self._remove("UNLINK")
+
+    def _remove(self, command: str) -> int:
+        removed = sum(ick._remove(command) for ick in self._icks)
+        removed += int(scripts.run(self.client, "ickdel", [shard_count_key(self.name)], [command]))
+        self._checked = False
+        return removed

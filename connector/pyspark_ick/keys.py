@@ -1,0 +1,115 @@
+"""Key names and the shard function: the only place that spells a Redis key.
+
+One Ick with master key ``K`` (layout of the redis-ick gem): the version flag at ``K``,
+the pset at ``K/ick/{K}/pset``, the cset at ``K/ick/{K}/cset``. Every key this project
+adds for one Ick shares the ``K/ick/{K}/`` prefix, hence the hash slot. A logical Ick
+``NAME`` of S shards is S Icks: ``NAME`` when S = 1, ``NAME:i`` otherwise; a member goes
+to shard ``crc32(utf8(member)) % S``. Dehydrators follow the same scheme under ``/dh/``.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+from .errors import IckConfigError
+
+
+def check_name(name: str, what: str = "Ick name") -> str:
+    """Return ``name`` if it can be a master key, else raise IckConfigError."""
+    if not isinstance(name, str) or not name:
+        raise IckConfigError(f"{what} must be a non-empty string, got {name!r}")
+    if "{" in name or "}" in name:
+        raise IckConfigError(
+            f"{what} {name!r} contains '{{' or '}}': braces would break the hash slot "
+            "shared by the keys of one Ick"
+        )
+    return name
+
+
+def check_shards(shards: int) -> int:
+    """Return ``shards`` if it is a usable shard count, else raise IckConfigError."""
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 16384:
+        raise IckConfigError(f"shards must be an integer from 1 to 16384, got {shards!r}")
+    return shards
+
+
+def shard_of(member: str | bytes, shards: int) -> int:
+    """The shard of ``member``: zlib CRC-32 of its UTF-8 bytes, modulo ``shards``."""
+    if shards == 1:
+        return 0
+    data = member if isinstance(member, bytes) else member.encode("utf-8")
+    return zlib.crc32(data) % shards
+
+
+def shard_names(name: str, shards: int) -> list[str]:
+    """Master keys of the shards of logical Ick (or dehydrator) ``name``."""
+    if shards == 1:
+        return [name]
+    return [f"{name}:{i}" for i in range(shards)]
+
+
+def shard_count_key(name: str, kind: str = "ick") -> str:
+    """The small key recording the shard count of logical Ick or dehydrator ``name``."""
+    return f"{name}/{kind}/shards"
+
+
+@dataclass(frozen=True)
+class IckKeys:
+    """Every key of one Ick shard."""
+
+    master: str
+
+    @property
+    def _prefix(self) -> str:
+        return f"{self.master}/ick/{{{self.master}}}/"
+
+    @property
+    def pset(self) -> str:
+        return self._prefix + "pset"
+
+    @property
+    def cset(self) -> str:
+        return self._prefix + "cset"
+
+    @property
+    def base(self) -> tuple[str, str, str]:
+        """master, pset, cset: the KEYS of the gem's scripts."""
+        return (self.master, self.pset, self.cset)
+
+    @property
+    def rlog(self) -> str:
+        """Hash: the reservation log's counters (last reserved, last committed)."""
+        return self._prefix + "rlog"
+
+    def reservation(self, number: int) -> str:
+        """Sorted set: the manifest (member -> score) of reservation ``number``."""
+        return f"{self._prefix}res:{number}"
+
+    @property
+    def reservation_prefix(self) -> str:
+        return self._prefix + "res:"
+
+    @property
+    def lease(self) -> str:
+        """Hash: owner, fencing token and expiry of the consumer lease."""
+        return self._prefix + "lease"
+
+    def fixed_keys(self) -> list[str]:
+        """Every key of the Ick whose name does not depend on a number."""
+        return [self.master, self.pset, self.cset, self.rlog, self.lease]
+
+
+@dataclass(frozen=True)
+class DehydratorKeys:
+    """Every key of one dehydrator shard (all on the slot of ``master``)."""
+
+    master: str
+
+    @property
+    def _prefix(self) -> str:
+        return f"{self.master}/dh/{{{self.master}}}/"
+
+    def key(self, suffix: str) -> str:
+        """A key of this dehydrator shard; the dehydrator module names its own parts."""
+        return self._prefix + suffix

@@ -1,0 +1,1 @@
+"""The Spark data sources. Imported only where pyspark is installed."""

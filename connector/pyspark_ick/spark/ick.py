@@ -1,0 +1,49 @@
+"""DataSource "ick": batch and streaming writer, batch snapshot reader, stream reader.
+
+The classes doing the work live in ick_writer.py and ick_reader.py; this module only
+wires them to Spark's DataSource entry points.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import StructType
+
+
+class DefaultSource(DataSource):
+    """``format("ick")``: Redis Icks as a Spark sink and a streaming source."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "ick"
+
+    def schema(self) -> StructType:
+        from .ick_reader import STREAM_SCHEMA
+
+        return STREAM_SCHEMA
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .ick_writer import batch_writer
+
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .ick_writer import stream_writer
+
+        return stream_writer(self.options, schema, overwrite)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from .ick_reader import batch_reader
+
+        return batch_reader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .ick_reader import stream_reader
+
+        return stream_reader(self.options, schema)

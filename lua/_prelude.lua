@@ -1,0 +1,63 @@
+-- Shared helpers, prepended by scripts.py to every script in this folder.
+-- ick_open(master, pset, cset, create): checks the version flag of one Ick.
+--   Returns true when the Ick exists, false when it does not (and create is false).
+--   Raises when `master` holds something other than "ick.v1", or when a pset/cset
+--   exists without the flag (never repaired silently). With create, writes the flag.
+local function ick_fail(msg)
+  error('ICK ' .. msg, 0)
+end
+
+local function ick_open(master, pset, cset, create)
+  local t = redis.call('TYPE', master)['ok']
+  if t == 'none' then
+    if redis.call('EXISTS', pset, cset) > 0 then
+      ick_fail(master .. ' has a pset or cset but no version flag')
+    end
+    if create then redis.call('SET', master, 'ick.v1') end
+    return create
+  end
+  if t ~= 'string' then
+    ick_fail(master .. ' is a ' .. t .. ', not an Ick version flag')
+  end
+  local ver = redis.call('GET', master)
+  if ver ~= 'ick.v1' then
+    ick_fail(master .. ' holds ' .. ver .. ', expected ick.v1')
+  end
+  return true
+end
+
+-- zadd_lt(key, flat, first, last): ZADD key LT CH over flat[first..last]
+-- (score, member pairs), in chunks that stay below Lua's unpack limit.
+-- Returns the CH count (added + changed).
+local ICK_CHUNK = 4000
+local function zadd_lt(key, flat, first, last)
+  local ch = 0
+  local i = first
+  while i <= last do
+    local j = math.min(i + ICK_CHUNK - 1, last)
+    ch = ch + redis.call('ZADD', key, 'LT', 'CH', unpack(flat, i, j))
+    i = j + 1
+  end
+  return ch
+end
+
+-- zrem_all(key, list, first, last): ZREM key list[first..last], chunked.
+local function zrem_all(key, list, first, last)
+  local n = 0
+  local i = first
+  while i <= last do
+    local j = math.min(i + ICK_CHUNK - 1, last)
+    n = n + redis.call('ZREM', key, unpack(list, i, j))
+    i = j + 1
+  end
+  return n
+end
+
+-- flip(flat): {member, score, ...} (a ZRANGE/ZPOPMIN reply) -> {score, member, ...} (ZADD args)
+local function flip(flat)
+  local out = {}
+  for i = 1, #flat, 2 do
+    out[i], out[i + 1] = flat[i + 1], flat[i]
+  end
+  return out
+end

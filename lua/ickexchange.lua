@@ -1,0 +1,27 @@
+-- ickexchange: commit, optionally backwash, then reserve (the gem's ickexchange;
+-- reserve = exchange with nothing to commit, commit = exchange with N = 0).
+-- KEYS[1] master key, KEYS[2] pset, KEYS[3] cset
+-- ARGV[1] N: reserve until the cset holds N members or the pset is empty
+-- ARGV[2] "1" to fold the cset back into the pset (lower score wins) before reserving
+-- ARGV[3..] members to commit (removed from the cset only), before anything else
+-- returns {committed, {member1, score1, ...}}: how many of ARGV[3..] left the cset,
+--   and the N lowest members of the cset
+if not ick_open(KEYS[1], KEYS[2], KEYS[3], false) then return {0, {}} end
+local pset, cset = KEYS[2], KEYS[3]
+local n = tonumber(ARGV[1])
+local committed = 0
+if #ARGV >= 3 then committed = zrem_all(cset, ARGV, 3, #ARGV) end
+if ARGV[2] == '1' then
+  local held = flip(redis.call('ZRANGE', cset, 0, -1, 'WITHSCORES'))
+  zadd_lt(pset, held, 1, #held)
+  redis.call('DEL', cset)
+end
+if n <= 0 then return {committed, {}} end
+local need = n - redis.call('ZCARD', cset)
+while need > 0 do
+  local popped = flip(redis.call('ZPOPMIN', pset, need))
+  if #popped == 0 then break end
+  zadd_lt(cset, popped, 1, #popped)
+  need = n - redis.call('ZCARD', cset)
+end
+return {committed, redis.call('ZRANGE', cset, 0, n - 1, 'WITHSCORES')}
