@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import ssl
 import threading
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
@@ -16,18 +18,52 @@ from .errors import IckConfigError, IckConnectionError
 DEFAULT_URL = "redis://localhost:6379/0"
 SCHEMES = ("redis", "rediss", "unix")
 TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
+_SECRET_QUERY = re.compile(r"(?i)((?:^|&)password=)[^&]*")
+
+
+def permanent(error: BaseException) -> bool:
+    """True for a connection error that no retry can cure: credentials or certificates."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, (redis.AuthenticationError, ssl.SSLCertVerificationError)):
+            return True
+        if "WRONGPASS" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class FailFastRetry(Retry):
+    """Retries transient errors, but not a refused password or certificate (fail at once)."""
+
+    def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,
+                        with_failure_count: bool = False) -> Any:
+        def retryable(error: Exception) -> bool:
+            if permanent(error):
+                return False
+            return is_retryable is None or bool(is_retryable(error))
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
 def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe to log)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    """``url`` with any password replaced by ``***`` (safe to log).
+
+    Covers the password of the userinfo (``redis://user:secret@host``) and of the query
+    string (``?password=secret``, which redis-py accepts too); never raises, even on a
+    malformed port.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    out = url
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        out = out.replace(parts.netloc, f"{userinfo.partition(':')[0]}:***@{hostport}", 1)
+    if parts.query:
+        out = out.replace("?" + parts.query, "?" + _SECRET_QUERY.sub(r"\1***", parts.query), 1)
+    return out
 
 
 def where(url: str) -> str:
@@ -35,7 +71,11 @@ def where(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix://{parts.path}"
-    return f"{parts.scheme}://{parts.hostname}:{parts.port or 6379}"
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        port = "?"
+    return f"{parts.scheme}://{parts.hostname}:{port}"
 
 
 def parse_cluster(value: Any) -> str:
@@ -85,7 +125,8 @@ def connect(
     options: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
-        "retry": Retry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), retries, TRANSIENT),
+        "retry": FailFastRetry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), retries,
+                               TRANSIENT),
         **kw,
     }
     if username is not None:
@@ -107,6 +148,9 @@ def connect(
         return client
     except redis.RedisError as exc:
         raise connection_error(exc, url) from exc
+    except ValueError as exc:  # redis-py's URL parser: a bad port or query value
+        raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}"
+                             ) from None
 
 
 @dataclass(frozen=True)

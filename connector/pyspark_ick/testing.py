@@ -93,8 +93,12 @@ class RedisServer:
 
 
 def start_binary(binary: str = "redis-server", *args: str, port: int | None = None,
-                 cluster_bus: bool = False) -> RedisServer:
-    """Start ``redis-server`` on a free loopback port with nothing persisted; wait for PING."""
+                 cluster_bus: bool = False, scheme: str = "redis",
+                 extra: dict[str, Any] | None = None) -> RedisServer:
+    """Start ``redis-server`` on a free loopback port with nothing persisted; wait for PING.
+
+    ``scheme`` and ``extra`` (redis-py client arguments) describe how to reach it (TLS).
+    """
     port = port or free_port(10000 if cluster_bus else None)
     directory = tempfile.mkdtemp(prefix="pyspark-ick-redis-")
     command = [
@@ -104,7 +108,8 @@ def start_binary(binary: str = "redis-server", *args: str, port: int | None = No
     ]
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-    server = RedisServer(port=port, process=process, directory=directory)
+    server = RedisServer(port=port, process=process, directory=directory, scheme=scheme,
+                         extra=extra or {})
     try:
         wait_until(lambda: _ready(server), what=f"redis-server on port {port}")
     except TimeoutError:
@@ -248,6 +253,100 @@ def redis_cluster(masters: int = 3) -> Iterator[RedisClusterServers]:
         cluster.stop()
 
 
+# --- TLS and ACL (docs/security.md) ------------------------------------------------------
+
+# The commands a pyspark-ick user needs, besides its own keys (see acl_rules). Inside the Lua
+# scripts: sorted sets, hashes, strings, lists (claim manifests), TYPE/EXISTS/DEL/UNLINK and
+# TIME; scripts.py: EVALSHA and SCRIPT LOAD; connect(): PING and INFO (cluster detection);
+# a Redis Cluster client also reads the topology (CLUSTER SLOTS/SHARDS) and COMMAND.
+ACL_COMMANDS = (
+    "-@all", "+@sortedset", "+@hash", "+@string", "+@list",
+    "+type", "+exists", "+del", "+unlink", "+time",
+    "+evalsha", "+script|load", "+ping", "+info",
+    "+cluster|slots", "+cluster|shards", "+command",
+)
+
+
+def acl_key_patterns(*names: str) -> list[str]:
+    """Key patterns covering every key of the Icks or dehydrators ``names`` (any shards)."""
+    return [f"~{p}" for n in names for p in (n, f"{n}:*", f"{n}/*")]
+
+
+def acl_rules(password: str, *names: str) -> list[str]:
+    """ACL SETUSER rules: a user with ``password`` limited to the keys of ``names``."""
+    return ["reset", "on", f">{password}", *acl_key_patterns(*names), *ACL_COMMANDS]
+
+
+def acl_line(user: str, password: str, *names: str) -> str:
+    """The ``users.acl`` / ``redis.conf`` line for ``acl_rules``."""
+    rules = [r for r in acl_rules(password, *names) if r != "reset"]
+    return " ".join(["user", user, *rules])
+
+
+def make_certificates(directory: str | Path) -> dict[str, str]:
+    """A throwaway CA and a server certificate for 127.0.0.1 and localhost (openssl CLI).
+
+    Returns the paths: ``ca`` (the CA certificate clients trust), ``cert`` and ``key``.
+    """
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise IckError("the openssl command is needed to make test certificates")
+    d = Path(directory)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    (d / "server.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+        "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n"
+    )
+    steps = [
+        ["req", "-x509", *ec, "-days", "2", "-subj", "/CN=pyspark-ick test CA",
+         "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+         "-keyout", "ca.key", "-out", "ca.crt"],
+        ["req", *ec, "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"],
+        ["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+         "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.crt"],
+    ]
+    for step in steps:
+        done = subprocess.run([openssl, *step], cwd=d, capture_output=True, text=True)
+        if done.returncode:
+            raise IckError(f"openssl {step[0]} failed: {done.stderr.strip()[-300:]}")
+    return {"ca": str(d / "ca.crt"), "cert": str(d / "server.crt"), "key": str(d / "server.key")}
+
+
+def start_tls(binary: str = "redis-server") -> RedisServer:
+    """A redis-server that speaks only TLS (``rediss://``), with a CA made for it.
+
+    Clients need no certificate of their own; ``server.extra["ssl_ca_certs"]`` is the CA
+    file a client must trust.
+    """
+    certs_dir = tempfile.mkdtemp(prefix="pyspark-ick-tls-")
+    try:
+        certs = make_certificates(certs_dir)
+        port = free_port()
+        server = start_binary(
+            binary, "--port", "0", "--tls-port", str(port), "--tls-cert-file", certs["cert"],
+            "--tls-key-file", certs["key"], "--tls-ca-cert-file", certs["ca"],
+            "--tls-auth-clients", "no", port=port, scheme="rediss",
+            extra={"ssl": True, "ssl_ca_certs": certs["ca"]},
+        )
+    except BaseException:
+        shutil.rmtree(certs_dir, ignore_errors=True)
+        raise
+    server.stopper = lambda: shutil.rmtree(certs_dir, ignore_errors=True)
+    return server
+
+
+@contextlib.contextmanager
+def tls_redis_server() -> Iterator[RedisServer]:
+    """A throwaway TLS-only Redis for the duration of the block."""
+    server = start_tls()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def spark_session(app: str = "pyspark-ick-tests", **conf: str) -> Any:
     """A local[2] SparkSession whose Python workers run this interpreter."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -287,6 +386,12 @@ if pytest is not None:
         """One throwaway 3-master Redis Cluster for the test session."""
         with redis_cluster() as cluster:
             yield cluster
+
+    @pytest.fixture(scope="session")
+    def redis_tls() -> Iterator[RedisServer]:
+        """One throwaway TLS-only Redis (``rediss://``) for the test session."""
+        with tls_redis_server() as server:
+            yield server
 
     @pytest.fixture(scope="session")
     def spark() -> Iterator[Any]:
