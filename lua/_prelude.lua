@@ -1,8 +1,9 @@
 -- Shared helpers, prepended by scripts.py to every script in this folder.
 -- ick_open(master, pset, cset, create): checks the version flag of one Ick.
 --   Returns true when the Ick exists, false when it does not (and create is false).
---   Raises when `master` holds something other than "ick.v1", or when a pset/cset
---   exists without the flag (never repaired silently). With create, writes the flag.
+--   Raises when `master` holds something other than "ick.v1", when a pset/cset
+--   exists without the flag, or when the pset/cset is not a sorted set (never
+--   repaired silently). With create, writes the flag.
 local function ick_fail(msg)
   error('ICK ' .. msg, 0)
 end
@@ -22,6 +23,12 @@ local function ick_open(master, pset, cset, create)
   local ver = redis.call('GET', master)
   if ver ~= 'ick.v1' then
     ick_fail(master .. ' holds ' .. ver .. ', expected ick.v1')
+  end
+  for _, key in ipairs({pset, cset}) do
+    local kt = redis.call('TYPE', key)['ok']
+    if kt ~= 'zset' and kt ~= 'none' then
+      ick_fail(key .. ' is a ' .. kt .. ', not a sorted set')
+    end
   end
   return true
 end
@@ -60,4 +67,25 @@ local function flip(flat)
     out[i], out[i + 1] = flat[i + 1], flat[i]
   end
   return out
+end
+
+-- call_chunked(command, key, list, first, last): redis.call(command, key, list[i..j]) over
+-- list[first..last] in chunks below Lua's unpack limit (ICK_CHUNK is even: pairs stay
+-- whole). Returns the sum of the integer replies.
+local function call_chunked(command, key, list, first, last)
+  local n = 0
+  local i = first
+  while i <= last do
+    local j = math.min(i + ICK_CHUNK - 1, last)
+    n = n + redis.call(command, key, unpack(list, i, j))
+    i = j + 1
+  end
+  return n
+end
+
+-- time_ms(arg): tonumber(arg) when a test clock passed one, else Redis server time in ms.
+local function time_ms(arg)
+  if arg and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
