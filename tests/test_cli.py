@@ -1,0 +1,157 @@
+"""The pyspark-ick command line, run as a subprocess against the test Redis servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from pyspark_ick import Ick, ShardedIck, shard_of
+from pyspark_ick.testing import free_port, wait_until
+
+
+def cli(*args: str, url: str | None = None, stdin: str | None = None,
+        env: dict[str, str] | None = None, script: bool = False
+        ) -> subprocess.CompletedProcess[str]:
+    """Run ``pyspark-ick ARGS`` (the console script when ``script``, else ``python -m``)."""
+    command = [shutil.which("pyspark-ick") or "pyspark-ick"] if script else [
+        sys.executable, "-m", "pyspark_ick.cli"]
+    if url:
+        command += ["--url", url]
+    environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    environ.update({"COLUMNS": "200", **(env or {})})
+    return subprocess.run(command + list(args), capture_output=True, text=True, input=stdin,
+                          env=environ, timeout=60)
+
+
+def as_json(done: subprocess.CompletedProcess[str]) -> Any:
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def failed(done: subprocess.CompletedProcess[str], code: int) -> str:
+    """The one-line message of a failed run (exit ``code``, no traceback)."""
+    assert done.returncode == code, (done.stdout, done.stderr)
+    message = done.stderr.strip()
+    assert "Traceback" not in message
+    if code != 2:  # argparse prints its usage before the error line
+        assert "\n" not in message, message
+    return message
+
+
+def test_add_stats_and_lower_score(redis_url, client):
+    assert "2 new, 0 lowered" in cli("add", "q", "a", "b", "--score", "5", url=redis_url).stdout
+    # the console script, with the URL from REDIS_URL
+    done = cli("add", "q", "a", "c", "--score", "3", env={"REDIS_URL": redis_url}, script=True)
+    assert "1 new, 1 lowered, 0 unchanged" in done.stdout, done.stderr
+    assert Ick(client, "q").reserve(1) == [("a", 3.0)]
+
+    report = as_json(cli("stats", "q", "--json", url=redis_url))
+    (row,) = report["rows"]
+    assert (row["key"], row["queued"], row["reserved"]) == ("q", 2, 1)
+    assert row["oldest_score"] == 3.0 and row["age_s"] is None  # 3.0 is no Unix time
+    assert report["totals"]["queued"] == 2 and report["totals"]["reserved"] == 1
+
+    table = cli("stats", "q", url=redis_url).stdout
+    assert "Ick q (1 shard)" in table and "total" in table and "oldest score" in table
+
+
+def test_sharded_stats_on_cluster(cluster_url, cluster_client):
+    members = [f"doc{i}" for i in range(40)]
+    assert "40 new" in cli("add", "docs", *members, "--shards", "4", url=cluster_url).stdout
+
+    # without --shards the recorded count is used; scores default to Redis server time
+    report = as_json(cli("stats", "docs", "--json", url=cluster_url))
+    assert report["shards"] == 4
+    expected = [sum(shard_of(m, 4) == i for m in members) for i in range(4)]
+    assert [r["queued"] for r in report["rows"]] == expected
+    assert [r["key"] for r in report["rows"]] == ["docs:0", "docs:1", "docs:2", "docs:3"]
+    assert report["totals"]["queued"] == 40
+    assert 0 <= report["totals"]["age_s"] < 60
+    assert ShardedIck(cluster_client, "docs", 4).stats()["pset_size"] == 40
+
+    message = failed(cli("stats", "docs", "--shards", "3", url=cluster_url), 1)
+    assert "4 shards recorded" in message and "--shards 3" in message
+
+
+def test_peek_is_read_only(redis_url, client):
+    sharded = ShardedIck(client, "p", 3)
+    sharded.add({f"m{i}": float(i) for i in range(30)})
+    held = sharded.shard(1).reserve(2)
+    before = sharded.stats()
+
+    found = as_json(cli("peek", "p", "-n", "4", "--json", url=redis_url))
+    reserved = {m for m, _ in held}
+    queued = sorted((float(i), f"m{i}") for i in range(30) if f"m{i}" not in reserved)[:4]
+    assert found["queued"] == [[m, s, shard_of(m, 3)] for s, m in queued]
+    assert found["reserved"] == [[m, s, 1] for m, s in held]
+    assert sharded.stats() == before
+    assert sharded.shard(1).reserve(2) == held  # the same batch: nothing was reserved
+
+    table = cli("peek", "p", "-n", "2", url=redis_url).stdout
+    assert "queued: lowest scores" in table and held[0][0] in table
+
+
+def test_del_asks_first(redis_url, client):
+    ShardedIck(client, "gone", 2).add({"a": 1, "b": 2})
+    assert "not deleted" in failed(cli("del", "gone", url=redis_url, stdin="n\n"), 3)
+    assert ShardedIck(client, "gone", 2).stats()["total_size"] == 2
+
+    done = cli("del", "gone", url=redis_url, stdin="y\n")
+    assert done.returncode == 0 and "2 members" in done.stdout
+    assert "Delete Ick 'gone' (2 shards, 2 members)?" in done.stderr
+    assert client.dbsize() == 0  # every shard and the recorded shard count
+
+    assert "does not exist" in failed(cli("del", "gone", "--yes", url=redis_url), 3)
+    Ick(client, "other").add({"x": 1})
+    assert cli("del", "other", "--yes", url=redis_url).returncode == 0
+    assert client.dbsize() == 0
+
+
+def test_watch_refreshes_until_interrupted(redis_url, client):
+    Ick(client, "w").add({"a": 1})
+    environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pyspark_ick.cli", "--url", redis_url, "stats", "w", "--watch",
+         "0.1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=environ)
+    try:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        assert first["totals"]["queued"] == 1
+        Ick(client, "w").add({"b": 2})
+        wait_until(lambda: json.loads(process.stdout.readline())["totals"]["queued"] == 2,
+                   timeout=20, what="a refreshed report")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["stats", "nope"], 3, "Ick 'nope' does not exist"),
+    (["stats", "bad{name"], 2, "braces"),
+    (["add", "q", "a", "--score", "nan"], 2, "finite number"),
+    (["peek", "q", "-n", "0"], 2, "positive integer"),
+    (["add", "h", "a"], 1, "h is a hash, not an Ick version flag"),
+])
+def test_errors_are_one_line(redis_url, client, args, code, needle):
+    client.hset("h", "field", "value")
+    assert needle in failed(cli(*args, url=redis_url), code)
+
+
+def test_connection_errors_name_no_password():
+    url = f"redis://ops:sekret-pw@127.0.0.1:{free_port()}/0"
+    message = failed(cli("stats", "q", url=url), 1)
+    assert message.startswith("pyspark-ick: error: cannot reach Redis at redis://127.0.0.1:")
+    assert "sekret" not in message
+    bad = failed(cli("stats", "q", url="http://ops:sekret-pw@example.com/0"), 1)
+    assert "redis://, rediss:// or unix://" in bad and "sekret" not in bad
