@@ -43,6 +43,15 @@ def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence
     return calls
 
 
+def queue_add_now(pipe: Any, keys: IckKeys, members: Sequence[Any], chunk: int = CHUNK) -> int:
+    """Queue ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
+    calls = 0
+    for start in range(0, len(members), chunk):
+        scripts.queue(pipe, "ickadd_now", keys.base, members[start:start + chunk])
+        calls += 1
+    return calls
+
+
 def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
     """Totals (new, changed) of ickadd replies."""
     new = changed = 0
@@ -66,17 +75,19 @@ class Ick:
     def __repr__(self) -> str:
         return f"Ick({self.key!r})"
 
-    def add(self, mapping: Mapping[Any, float]) -> tuple[int, int]:
+    def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
         """Add members with scores; a member already queued keeps the lower score.
 
-        Returns (new, changed): members new to the pset, members whose score went down.
+        One round trip (ickadd calls of ``chunk`` members, pipelined). Returns
+        (new, changed): members new to the pset, members whose score went down.
         """
         if not mapping:
             return (0, 0)
         members = [text(m) for m in mapping]
         scores = [float(s) for s in mapping.values()]
         replies = scripts.pipelined(
-            self.client, ["ickadd"], lambda pipe: queue_add(pipe, self.keys, members, scores)
+            self.client, ["ickadd"],
+            lambda pipe: queue_add(pipe, self.keys, members, scores, chunk),
         )
         return sum_adds(replies)
 
@@ -203,6 +214,23 @@ class ShardedIck:
                 queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
 
         return sum_adds(scripts.pipelined(self.client, ["ickadd"], build))
+
+    def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
+                   chunk: int = CHUNK) -> tuple[int, int]:
+        """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
+
+        Scores ``None``: Redis server time at the add. One round trip; returns (new, changed).
+        """
+        self.check_shards()
+
+        def build(pipe: Any) -> None:
+            for i, (ms, ss) in groups.items():
+                if ss is None:
+                    queue_add_now(pipe, self._icks[i].keys, ms, chunk)
+                else:
+                    queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
+
+        return sum_adds(scripts.pipelined(self.client, ["ickadd", "ickadd_now"], build))
 
     def group(self, members: Sequence[str], scores: Sequence[float]
               ) -> dict[int, tuple[list[str], list[float]]]:
