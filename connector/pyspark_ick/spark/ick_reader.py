@@ -1,0 +1,234 @@
+"""Readers of format("ick"): the stream reader (reservations as micro-batches) and a batch
+snapshot reader.
+
+``spark.readStream.format("ick")`` yields ``member string, score double, shard int,
+reservation long`` (STREAM_SCHEMA); the protocol is the generic one of stream.py over the
+reservation log of reservations.py.
+
+``spark.read.format("ick")`` is a non-destructive snapshot of both sets. Spark asks the
+data source for its schema without saying whether it reads a batch or a stream, so the
+default schema is STREAM_SCHEMA; a batch read returns whichever of the columns
+``member, score, shard, reservation, state`` the schema names: pass
+``.schema(SNAPSHOT_SCHEMA)`` for the ``state`` column (``queued`` | ``reserved``).
+``reservation`` is the open reservation holding a reserved member (null when queued, or
+reserved outside the reservation log, e.g. by a Ruby consumer of the gem).
+
+Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
+``maxMembersPerTrigger`` (default 100000, split across shards), ``consumerId``,
+``leaseTimeout`` (default ``60s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from ..connection import ConnectionSpec
+from ..errors import IckConfigError
+from ..ick import Ick, ShardedIck, text
+from ..keys import shard_names
+from ..options import Options
+from ..reservations import ReservationLog, snapshot
+from .stream import Fence, ReservationStreamReader
+
+STREAM_SCHEMA = StructType([
+    StructField("member", StringType(), False),
+    StructField("score", DoubleType(), False),
+    StructField("shard", IntegerType(), False),
+    StructField("reservation", LongType(), False),
+])
+SNAPSHOT_COLUMNS = {
+    "member": StringType(), "score": DoubleType(), "shard": IntegerType(),
+    "reservation": LongType(), "state": StringType(),
+}
+SNAPSHOT_SCHEMA = StructType([StructField(n, t, True) for n, t in SNAPSHOT_COLUMNS.items()])
+ARROW_TYPES = {"member": pa.string(), "score": pa.float64(), "shard": pa.int32(),
+               "reservation": pa.int64(), "state": pa.string()}
+ROWS_PER_BATCH = 65536
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """The options of the ick readers, validated on the driver."""
+
+    connection: ConnectionSpec
+    ick: str
+    shards: int
+    max_per_trigger: int
+    consumer_id: str | None
+    lease_ms: int
+
+    @classmethod
+    def parse(cls, raw: Any) -> ReaderOptions:
+        o = Options(raw, "ick")
+        lease_ms = o.duration_ms("leaseTimeout", 60_000)
+        if lease_ms is None or lease_ms < 100:
+            raise IckConfigError("format('ick') option 'leaseTimeout': expected a duration "
+                                 f"of at least 100ms, got {o.string('leaseTimeout')!r}")
+        return cls(
+            connection=o.connection(),
+            ick=o.name("ick"),
+            shards=o.integer("shards", 1, minimum=1, maximum=16384),
+            max_per_trigger=o.integer("maxMembersPerTrigger", 100_000, minimum=1),
+            consumer_id=o.string("consumerId"),
+            lease_ms=lease_ms,
+        )
+
+    def sharded(self) -> ShardedIck:
+        return ShardedIck(self.connection.client(), self.ick, self.shards)
+
+    def label(self, shard: int) -> str:
+        key = shard_names(self.ick, self.shards)[shard]
+        return f"Ick {self.ick!r} shard {shard}" + (f" (key {key!r})" if key != self.ick else "")
+
+
+def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
+                  ) -> Iterator[pa.RecordBatch]:
+    """Rows of STREAM_SCHEMA from ``[(reservation, [member, score, ...]), ...]``, by score.
+
+    A member in two reservations of the range appears once, with its lower score.
+    """
+    parts = []
+    for number, flat in entries:
+        members = pa.array(flat[0::2], pa.string())
+        parts.append(pa.table({
+            "member": members,
+            "score": pc.cast(pa.array(flat[1::2], pa.string()), pa.float64()),
+            "shard": pa.array([shard] * len(members), pa.int32()),
+            "reservation": pa.array([number] * len(members), pa.int64()),
+        }))
+    if not parts:
+        return
+    table = pa.concat_tables(parts)
+    if len(parts) > 1:
+        table = table.sort_by([("score", "ascending"), ("reservation", "ascending")])
+        seen: set[str] = set()
+        keep = [not (m in seen or seen.add(m)) for m in table.column("member").to_pylist()]
+        table = table.filter(pa.array(keep))
+    yield from table.cast(pa.schema([(f.name, ARROW_TYPES[f.name], False)
+                                     for f in STREAM_SCHEMA.fields])).to_batches(ROWS_PER_BATCH)
+
+
+class IckShardLog:
+    """The ShardLog of stream.py for one Ick shard."""
+
+    def __init__(self, opts: ReaderOptions, shard: int) -> None:
+        self.shard = shard
+        self.label = opts.label(shard)
+        self.log = ReservationLog(opts.connection.client(),
+                                  shard_names(opts.ick, opts.shards)[shard], self.label)
+
+    def acquire_lease(self, owner: str, ttl_ms: int) -> int:
+        return self.log.lease.acquire(owner, ttl_ms)
+
+    def renew_lease(self, fence: Fence) -> None:
+        self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
+
+    def release_lease(self, fence: Fence) -> None:
+        self.log.lease.release(fence.owner, fence.token)
+
+    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
+        return self.log.reserve(limit, after, fence.owner, fence.token, fence.ttl_ms)
+
+    def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(self.log.read(start, end), self.shard)
+
+    def commit_through(self, number: int, fence: Fence) -> None:
+        self.log.commit(number, fence.owner, fence.token, fence.ttl_ms)
+
+    def last_committed(self) -> int:
+        return self.log.last_committed()
+
+    def backlog(self) -> int:
+        stats = Ick(self.log.client, self.log.keys.master).stats()
+        return int(stats["pset_size"]) if stats else 0
+
+
+class IckStreamReader(ReservationStreamReader):
+    """``spark.readStream.format("ick")``."""
+
+    def __init__(self, opts: ReaderOptions) -> None:
+        super().__init__(shards=opts.shards, max_per_trigger=opts.max_per_trigger,
+                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id)
+        self.opts = opts
+
+    def prepare(self) -> None:
+        self.opts.sharded().check_shards()
+
+    def open_log(self, shard: int) -> IckShardLog:
+        return IckShardLog(self.opts, shard)
+
+
+@dataclass(frozen=True)
+class ShardPartition(InputPartition):
+    shard: int
+
+
+class IckSnapshotReader(DataSourceReader):
+    """``spark.read.format("ick")``: both sets of every shard, non-destructively."""
+
+    def __init__(self, opts: ReaderOptions, columns: list[str]) -> None:
+        self.opts = opts
+        self.columns = columns
+
+    def partitions(self) -> list[InputPartition]:
+        return [ShardPartition(i) for i in range(self.opts.shards)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardPartition)
+        key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
+        pset, cset, holder = snapshot(self.opts.connection.client(), key)
+        members = [text(m) for m in pset[0::2]] + [text(m) for m in cset[0::2]]
+        queued = len(pset) // 2
+        data = {
+            "member": members,
+            "score": [float(s) for s in pset[1::2]] + [float(s) for s in cset[1::2]],
+            "shard": [partition.shard] * len(members),
+            "reservation": [None] * queued + [holder.get(m) for m in members[queued:]],
+            "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
+        }
+        table = pa.table({c: pa.array(data[c], ARROW_TYPES[c]) for c in self.columns})
+        yield from table.to_batches(ROWS_PER_BATCH)
+
+
+def _checked_columns(schema: StructType) -> list[str]:
+    columns = []
+    for f in schema.fields:
+        expected = SNAPSHOT_COLUMNS.get(f.name)
+        if expected is None:
+            raise IckConfigError(f"format('ick') read: column {f.name!r} is not one of "
+                                 + ", ".join(SNAPSHOT_COLUMNS))
+        if f.dataType != expected:
+            raise IckConfigError(f"format('ick') read: column {f.name!r} must be "
+                                 f"{expected.simpleString()}, got {f.dataType.simpleString()}")
+        columns.append(f.name)
+    return columns
+
+
+def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
+    """The snapshot reader; ``schema`` picks the columns (see the module docstring)."""
+    opts = ReaderOptions.parse(options)
+    reader = IckSnapshotReader(opts, _checked_columns(schema))
+    opts.sharded().check_shards()
+    return reader
+
+
+def stream_reader(options: Any, schema: StructType) -> IckStreamReader:
+    """The stream reader; the schema must be STREAM_SCHEMA."""
+    if [f.name for f in schema.fields] != STREAM_SCHEMA.fieldNames():
+        raise IckConfigError("format('ick') readStream has the fixed schema "
+                             f"{STREAM_SCHEMA.simpleString()}, got {schema.simpleString()}")
+    return IckStreamReader(ReaderOptions.parse(options))

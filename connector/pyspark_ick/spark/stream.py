@@ -1,0 +1,300 @@
+"""The generic reservation-log stream reader (DESIGN §4), shared by the Ick and dehydrator
+sources: micro-batches are numbered reservations (claims) per shard.
+
+A source subclasses ``ReservationStreamReader`` and implements ``open_log(shard)``,
+returning an object with this interface (``ShardLog``) for one shard:
+
+- ``label``: names the source and the shard in errors (``"Ick 'q' shard 2 (key 'q:2')"``).
+- ``acquire_lease(owner, ttl_ms) -> token``: take the shard's lease with a NEW fencing
+  token (also for the same owner); raise ``reservations.LeaseBusy`` when another owner
+  holds a live lease. ``renew_lease(fence)`` raises ``LeaseError`` when it was taken;
+  ``release_lease(fence)`` gives it up.
+- ``reserve_into(limit, after, fence) -> (number, moved)``: move up to ``limit`` (None: no
+  limit) waiting items into a NEW numbered reservation, counting reservations past
+  ``after`` that exist already (made, never logged by Spark) against the limit; return
+  the last reservation number (``after`` when there is nothing) and how many moved.
+- ``read(start, end)``: pyarrow RecordBatches of reservations ``start < r <= end``, in the
+  source's schema; the executors call it, so the log must be cheap to build there.
+- ``commit_through(number, fence)``: commit every reservation ``<= number``; idempotent.
+- ``last_committed() -> int``; ``backlog() -> int``: items waiting (Trigger.AvailableNow).
+
+Reserve and commit must check the fence (owner, token) atomically on the server.
+
+The protocol: offsets are ``{"<shard>": last reservation number}``; ``initialOffset`` is
+the last committed number of each shard, so a new query first re-delivers what an earlier
+one left open; ``latestOffset(start, limit)`` reserves per shard its share of the limit
+(``ReadMaxRows`` split evenly, what a shard leaves unused goes to the others); nothing
+reserved leaves the offset as it is, so Spark runs no batch; ``partitions`` gives one
+partition per shard whose number moved; ``commit(end)`` commits through ``end`` per shard.
+Spark calls ``commit`` of batch N after ``latestOffset`` of batch N+1, so two batches can
+be open at once: that is why reservations are numbered.
+
+The lease of every shard is taken on the first driver call, renewed by every reserve and
+commit and by a heartbeat thread, and released by ``stop()``. A lease renewed lately
+means a live consumer: the query fails at once. A lease not renewed for a while is a dead
+consumer: the reader logs that and waits for its expiry (option consumerId avoids that).
+Fault points (``faults.fault``): after_reserve, before_read, during_read, before_commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from abc import abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ..errors import LeaseError
+from ..faults import fault
+from ..reservations import LeaseBusy
+
+log = logging.getLogger("pyspark_ick.stream")
+
+Offset = dict[str, int]
+
+
+def trace(call: str, *args: Any) -> None:
+    """Append ``call`` and its arguments to the file named by env PYSPARK_ICK_TRACE (tests
+    record how Spark calls the reader)."""
+    path = os.environ.get("PYSPARK_ICK_TRACE")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps([time.time(), os.getpid(), call, *args], default=str) + "\n")
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Who may change a shard's log: the lease owner and its fencing token."""
+
+    owner: str
+    token: int
+    ttl_ms: int
+
+
+class ShardLog(Protocol):
+    """One shard's reservation log (see the module docstring)."""
+
+    label: str
+
+    def acquire_lease(self, owner: str, ttl_ms: int) -> int: ...
+    def renew_lease(self, fence: Fence) -> None: ...
+    def release_lease(self, fence: Fence) -> None: ...
+    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]: ...
+    def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]: ...
+    def commit_through(self, number: int, fence: Fence) -> None: ...
+    def last_committed(self) -> int: ...
+    def backlog(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ShardRange(InputPartition):
+    """One partition: reservations ``start < r <= end`` of ``shard``."""
+
+    shard: int
+    start: int
+    end: int
+
+
+def split(total: int, shards: int, first: int = 0) -> list[int]:
+    """``total`` split over ``shards`` as evenly as possible; the remainder goes to the
+    shards from ``first`` on (rotated per batch so no shard is always short)."""
+    base, extra = divmod(total, shards)
+    return [base + (1 if (i - first) % shards < extra else 0) for i in range(shards)]
+
+
+class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches as numbered reservations per shard, with leases and fencing."""
+
+    def __init__(self, *, shards: int, max_per_trigger: int, lease_ms: int,
+                 consumer_id: str | None) -> None:
+        self.shards = shards
+        self.max_per_trigger = max_per_trigger
+        self.lease_ms = lease_ms
+        self.consumer_id = consumer_id
+        self._reset()
+
+    # --- what a source provides ------------------------------------------------------
+
+    @abstractmethod
+    def open_log(self, shard: int) -> ShardLog:
+        """The log of ``shard`` (called on the driver and on executors)."""
+
+    def prepare(self) -> None:
+        """Checks run once on the driver before the first call (e.g. the shard count)."""
+
+    # --- driver state (never pickled to executors) -----------------------------------
+
+    def _reset(self) -> None:
+        self._logs: list[ShardLog] | None = None
+        self._fences: list[Fence] = []
+        self._budget: list[int] | None = None
+        self._rotation = 0
+        self._latest: Offset | None = None
+        self._lost: LeaseError | None = None
+        self._stopping = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    @property
+    def heartbeat_ms(self) -> int:
+        """How often the heartbeat renews the leases."""
+        return max(50, min(self.lease_ms // 4, 1000))
+
+    def _driver(self) -> list[ShardLog]:
+        """The shard logs, with every lease held (taken on the first call)."""
+        if self._lost is not None:
+            raise self._lost
+        if self._logs is None:
+            self.prepare()
+            logs = [self.open_log(i) for i in range(self.shards)]
+            owner = self.consumer_id or f"query-{uuid.uuid4().hex[:12]}"
+            self._fences = [self._acquire(shard_log, owner) for shard_log in logs]
+            self._logs = logs
+            self._heartbeat = threading.Thread(target=self._beat, daemon=True,
+                                               name="pyspark-ick-lease-heartbeat")
+            self._heartbeat.start()
+        return self._logs
+
+    def _acquire(self, shard_log: ShardLog, owner: str) -> Fence:
+        while True:
+            try:
+                return Fence(owner, shard_log.acquire_lease(owner, self.lease_ms), self.lease_ms)
+            except LeaseBusy as busy:
+                if busy.idle_ms < 3 * self.heartbeat_ms + 1000:
+                    raise LeaseError(
+                        f"{shard_log.label} is consumed by another query: consumer "
+                        f"{busy.owner!r} holds its lease and renewed it {busy.idle_ms} ms ago. "
+                        "Stop that query first (one consumer per shard)") from None
+                log.warning(
+                    "%s: waiting %d ms for the lease of consumer %r to expire (not renewed "
+                    "for %d ms: its query is gone). Set option consumerId to resume at once.",
+                    shard_log.label, busy.expires_in_ms, busy.owner, busy.idle_ms)
+                time.sleep(min(busy.expires_in_ms, self.lease_ms) / 1000 + 0.01)
+
+    def _beat(self) -> None:
+        while not self._stopping.wait(self.heartbeat_ms / 1000):
+            for shard_log, fence in zip(self._logs or [], self._fences, strict=False):
+                try:
+                    shard_log.renew_lease(fence)
+                except LeaseError as exc:
+                    self._lost = exc
+                    log.error("%s", exc)
+                    return
+                except Exception as exc:  # noqa: BLE001 - Redis away for a moment: retry
+                    log.warning("%s: lease renewal failed: %s", shard_log.label, exc)
+
+    # --- Spark's calls -----------------------------------------------------------------
+
+    def initialOffset(self) -> Offset:
+        offset = {str(i): log_.last_committed() for i, log_ in enumerate(self._driver())}
+        trace("initialOffset", offset)
+        return offset
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Deliver at most what waits now (re-added members count once), then stop."""
+        self._budget = [shard_log.backlog() for shard_log in self._driver()]
+        trace("prepareForTriggerAvailableNow", self._budget)
+
+    def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
+        logs = self._driver()
+        after = [int(start.get(str(i), 0)) for i in range(self.shards)]
+        # Spark asks for batch N+1 only once batch N is done (its commit log written), so
+        # everything through `start` is acknowledged: commit it now rather than wait for
+        # commit(N), which Spark delays until the next non-empty batch (DESIGN §4).
+        for i, shard_log in enumerate(logs):
+            shard_log.commit_through(after[i], self._fences[i])
+        if isinstance(limit, ReadMaxRows):
+            shares: list[int | None] = list(split(limit.max_rows, self.shards, self._rotation))
+            self._rotation = (self._rotation + 1) % self.shards
+        elif isinstance(limit, ReadAllAvailable):
+            shares = [None] * self.shards
+        else:
+            raise ValueError(f"read limit {limit!r} is not supported (use maxMembersPerTrigger)")
+        numbers, moved = list(after), [0] * self.shards
+        for i, shard_log in enumerate(logs):
+            numbers[i], moved[i] = shard_log.reserve_into(self._cap(i, shares[i]), after[i],
+                                                          self._fences[i])
+        if isinstance(limit, ReadMaxRows):  # hand what some shards left unused to the others
+            spare = limit.max_rows - sum(moved)
+            full = [i for i in range(self.shards) if moved[i] == shares[i] and moved[i] > 0]
+            for i, extra in zip(full, split(spare, len(full)) if full else [], strict=False):
+                if extra > 0:
+                    numbers[i], more = logs[i].reserve_into(
+                        self._cap(i, moved[i] + extra), after[i], self._fences[i])
+                    moved[i] += more
+        if self._budget is not None:
+            self._budget = [b - m for b, m in zip(self._budget, moved, strict=True)]
+        fault("after_reserve")
+        self._latest = {str(i): numbers[i] for i in range(self.shards)}
+        trace("latestOffset", start, repr(limit), self._latest)
+        return self._latest
+
+    def _cap(self, shard: int, share: int | None) -> int | None:
+        """``share`` within the Trigger.AvailableNow budget of ``shard`` (if any)."""
+        if self._budget is None:
+            return share
+        left = max(self._budget[shard], 0)
+        return left if share is None else min(share, left)
+
+    def reportLatestOffset(self) -> Offset | None:
+        return self._latest
+
+    def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
+        trace("partitions", start, end)
+        fault("before_read")
+        out: list[InputPartition] = []
+        for i in range(self.shards):
+            first, last = int(start.get(str(i), 0)), int(end.get(str(i), 0))
+            if last > first:
+                out.append(ShardRange(i, first, last))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardRange)
+        trace("read", partition.shard, partition.start, partition.end)
+        for batch in self.open_log(partition.shard).read(partition.start, partition.end):
+            yield batch
+            fault("during_read")
+
+    def commit(self, end: Offset) -> None:
+        trace("commit", end)
+        logs = self._driver()
+        fault("before_commit")
+        for i, shard_log in enumerate(logs):
+            if str(i) in end:
+                shard_log.commit_through(int(end[str(i)]), self._fences[i])
+
+    def stop(self) -> None:
+        trace("stop")
+        self._stopping.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=5)
+        for shard_log, fence in zip(self._logs or [], self._fences, strict=False):
+            try:
+                shard_log.release_lease(fence)
+            except Exception as exc:  # noqa: BLE001 - it expires by itself anyway
+                log.warning("%s: could not release the lease: %s", shard_log.label, exc)
+        self._reset()

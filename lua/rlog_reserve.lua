@@ -1,0 +1,32 @@
+-- rlog_reserve: reserve from the pset into a NEW numbered reservation (stream reader, §4).
+-- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed},
+--   KEYS[5] lease hash, KEYS[6] manifest prefix (reservation r is the zset prefix..r)
+-- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
+--   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here)
+-- Reservations past `after` made earlier but never logged by Spark count against the
+-- limit. Moves up to the rest, lowest scores first, into manifest r = reserved + 1 and
+-- into the cset (lower score wins); the pset keeps nothing of them.
+-- returns {reserved, moved}: the last reservation number after the call, members moved
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HMGET', KEYS[5], 'owner', 'token')
+if h[1] ~= ARGV[3] or h[2] ~= ARGV[4] then ick_fail('LEASE ' .. (h[1] or '')) end
+redis.call('HSET', KEYS[5], 'expiry', now + tonumber(ARGV[5]), 'renewed', now)
+local rlog, prefix = KEYS[4], KEYS[6]
+local after = tonumber(ARGV[2])
+local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)
+if reserved < after then  -- the log was deleted under a running query: never reuse numbers
+  redis.call('HSET', rlog, 'reserved', after, 'committed', after)
+  reserved = after
+end
+if not ick_open(KEYS[1], KEYS[2], KEYS[3], false) then return {reserved, 0} end
+local limit = tonumber(ARGV[1])
+if limit < 0 then limit = redis.call('ZCARD', KEYS[2]) end
+for r = after + 1, reserved do limit = limit - redis.call('ZCARD', prefix .. r) end
+if limit <= 0 then return {reserved, 0} end
+local popped = flip(redis.call('ZPOPMIN', KEYS[2], limit))
+if #popped == 0 then return {reserved, 0} end
+reserved = redis.call('HINCRBY', rlog, 'reserved', 1)
+zadd_lt(prefix .. reserved, popped, 1, #popped)
+zadd_lt(KEYS[3], popped, 1, #popped)
+return {reserved, #popped / 2}
