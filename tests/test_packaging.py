@@ -1,0 +1,72 @@
+"""The wheel: built from this checkout, installed into a fresh venv, used from there.
+
+A missing package-data entry (the Lua scripts) or a module left out of the wheel makes the
+installed copy fail here, although the editable install of the checkout would still work.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# runs inside the venv, from a directory that is not the checkout
+SCRIPT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+
+    import pyspark_dehydrator
+    import pyspark_ick
+    from pyspark_ick import Ick, ShardedIck, connect, scripts
+
+    venv = Path(sys.prefix).resolve()
+    package = Path(pyspark_ick.__file__).resolve().parent
+    assert venv in package.parents, f"pyspark_ick imported from {package}, not {venv}"
+    assert venv in Path(pyspark_dehydrator.__file__).resolve().parents
+    lua = scripts.lua_dir().resolve()
+    assert lua == package / "lua", f"Lua scripts read from {lua}, not the installed package"
+
+    client = connect(sys.argv[1])
+    ick = Ick(client, "packaged")
+    assert ick.add({"a": 2, "b": 1}) == (2, 0)
+    assert ick.reserve(5) == [("b", 1.0), ("a", 2.0)]
+    assert ick.commit("a", "b") == 2
+    assert ick.stats()["total_size"] == 0
+    assert ShardedIck(client, "packaged_sharded", 3).add({"x": 1.0, "y": 2.0}) == (2, 0)
+    print("round trip ok from", package)
+""")
+
+
+def run(*command: str | Path, cwd: Path | None = None) -> str:
+    done = subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_the_installed_wheel_runs_an_ick_round_trip(tmp_path: Path, redis_url: str) -> None:
+    wheels = tmp_path / "wheels"
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+        "-w", wheels, ROOT)
+    (wheel,) = wheels.glob("pyspark_ick-*.whl")
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for script in sorted((ROOT / "lua").glob("*.lua")):
+        assert f"pyspark_ick/lua/{script.name}" in names, f"{script.name} not in the wheel"
+    assert "pyspark_dehydrator/__init__.py" in names
+
+    # --system-site-packages: pip, redis and hiredis come from here; the package does not
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv)
+    python = venv / "bin" / "python"
+    run(python, "-m", "pip", "install", "--no-deps", "-q", "--disable-pip-version-check", wheel)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "check.py").write_text(SCRIPT)
+    out = run(python, "check.py", redis_url, cwd=elsewhere)
+    assert "round trip ok" in out
