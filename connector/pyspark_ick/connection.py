@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from .errors import IckConfigError, IckConnectionError
@@ -21,16 +22,25 @@ TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 _SECRET_QUERY = re.compile(r"(?i)((?:^|&)password=)[^&]*")
 
 
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def refused(error: BaseException) -> bool:
+    """True when Redis refused the credentials (also when wrapped, as RedisCluster does)."""
+    return any(isinstance(e, redis.AuthenticationError) or "WRONGPASS" in str(e)
+               or "invalid username-password pair" in str(e) for e in _chain(error))
+
+
 def permanent(error: BaseException) -> bool:
     """True for a connection error that no retry can cure: credentials or certificates."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, (redis.AuthenticationError, ssl.SSLCertVerificationError)):
-            return True
-        if "WRONGPASS" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return refused(error) or any(isinstance(e, ssl.SSLCertVerificationError)
+                                 for e in _chain(error))
 
 
 class FailFastRetry(Retry):
@@ -93,7 +103,7 @@ def parse_cluster(value: Any) -> str:
 def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
     """An IckConnectionError for ``exc`` that names no credentials."""
     target = f" at {where(url)}" if url else ""
-    if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in str(exc):
+    if refused(exc):
         return IckConnectionError(
             f"Redis{target} refused the username or password "
             "(check redis.username / redis.password or the URL)"
@@ -146,7 +156,7 @@ def connect(
         client = redis.Redis.from_url(url, **options)
         client.ping()
         return client
-    except redis.RedisError as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         raise connection_error(exc, url) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}"

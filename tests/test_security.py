@@ -1,0 +1,258 @@
+"""TLS, a restricted ACL user, fast failure on a wrong password, no password in any output,
+and the durable server configuration of conf/redis.conf."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from pyspark_ick import (
+    Ick,
+    IckConfigError,
+    IckConnectionError,
+    IckScriptError,
+    ShardedIck,
+    connect,
+)
+from pyspark_ick.connection import ConnectionSpec, redact
+from pyspark_ick.options import Options
+from pyspark_ick.testing import acl_line, acl_rules, free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+PASSWORD = "s3cret-Pa55"
+WRONG = "wr0ng-Pa55"
+NAMES = ("dirty_docs", "parked")
+
+
+def full_text(exc: BaseException) -> str:
+    """The exception with its whole chain, as a traceback would print it."""
+    return "".join(traceback.format_exception(exc))
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Every log record of redis-py, pyspark_ick and the rest, at DEBUG."""
+    for name in ("", "redis", "pyspark_ick"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+# --- TLS ----------------------------------------------------------------------------------
+
+def test_tls_round_trip(redis_tls):
+    ca = redis_tls.extra["ssl_ca_certs"]
+    assert redis_tls.url.startswith("rediss://")
+    client = connect(redis_tls.url, ssl_ca_certs=ca)
+    ick = Ick(client, "tls_q")
+    assert ick.add({"a": 2, "b": 1}) == (2, 0)
+    assert ick.reserve(5) == [("b", 1.0), ("a", 2.0)]
+    assert ick.commit("a", "b") == 2
+    ick.delete()
+    # the CA in the URL: how the formats' redis.url, REDIS_URL and the CLI pass it
+    sharded = ShardedIck(connect(f"{redis_tls.url}?ssl_ca_certs={ca}"), "tls_s", 3)
+    assert sharded.add({f"m{i}": i for i in range(30)}) == (30, 0)
+    assert sharded.stats()["pset_size"] == 30
+    sharded.delete()
+
+
+def test_tls_without_the_ca_fails_at_once(redis_tls):
+    started = time.monotonic()
+    with pytest.raises(IckConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+        connect(redis_tls.url)
+    assert time.monotonic() - started < 2  # a certificate error is not retried
+
+
+def test_cli_over_tls(redis_tls):
+    url = f"{redis_tls.url}?ssl_ca_certs={redis_tls.extra['ssl_ca_certs']}"
+    env = {**os.environ, "REDIS_URL": url}
+    command = [sys.executable, "-m", "pyspark_ick.cli"]
+    added = subprocess.run([*command, "add", "tls_cli", "x", "y", "--score", "1"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert added.returncode == 0, added.stderr
+    done = subprocess.run([*command, "stats", "tls_cli", "--json"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert json.loads(done.stdout)["totals"]["queued"] == 2
+    Ick(connect(url), "tls_cli").delete()
+
+
+# --- a restricted ACL user ----------------------------------------------------------------
+
+@pytest.fixture
+def acl_url(redis_url, redis_standalone) -> Iterator[str]:
+    """The standalone server's URL as user ``ick``, allowed only the keys of NAMES."""
+    with redis_standalone.client() as admin:
+        admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, *NAMES))
+    yield redis_url.replace("redis://", f"redis://ick:{PASSWORD}@")
+    with redis_standalone.client() as admin:
+        admin.execute_command("ACL", "DELUSER", "ick")
+
+
+def test_acl_user_runs_the_client_operations(acl_url, client):
+    restricted = connect(acl_url)
+    ick = Ick(restricted, "dirty_docs")
+    assert ick.add({"a": 2, "b": 1}) == (2, 0)
+    assert ick.reserve(1) == [("b", 1.0)]
+    assert ick.commit("b") == 1
+    assert ick.stats()["pset_size"] == 1
+    assert ick.unlink() >= 2
+    sharded = ShardedIck(restricted, "dirty_docs", 4)
+    assert sharded.add({f"doc{i}": i for i in range(50)}) == (50, 0)
+    assert sharded.stats()["pset_size"] == 50
+    assert sharded.shard(2).reserve(100)
+    assert sharded.delete() > 4
+    assert client.dbsize() == 0
+
+
+def test_acl_user_is_refused_everything_else(acl_url, client):
+    restricted = connect(acl_url)
+    with pytest.raises(IckScriptError, match="no permissions"):
+        Ick(restricted, "other_queue").add({"a": 1})
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        restricted.get("dirty_docs_but_not_ours")
+    for command in (["KEYS", "*"], ["FLUSHALL"], ["CONFIG", "GET", "*"], ["EVAL", "return 1", 0]):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            restricted.execute_command(*command)
+    assert client.dbsize() == 0
+
+
+def test_acl_user_on_the_cluster(cluster_url, redis_cluster_nodes, cluster_client, logs):
+    for node in redis_cluster_nodes.nodes:
+        with node.client() as admin:
+            admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, *NAMES))
+    try:
+        started = time.monotonic()
+        with pytest.raises(IckConnectionError, match="refused the username or password") as info:
+            connect(cluster_url, username="ick", password=WRONG, cluster="yes")
+        assert time.monotonic() - started < 5
+        assert WRONG not in full_text(info.value) and WRONG not in logs.text
+
+        restricted = connect(cluster_url.replace("redis://", f"redis://ick:{PASSWORD}@"))
+        assert isinstance(restricted, redis.RedisCluster)
+        sharded = ShardedIck(restricted, "dirty_docs", 6)
+        assert sharded.add({f"doc{i}": i for i in range(60)}) == (60, 0)
+        assert sharded.stats()["pset_size"] == 60
+        assert sum(len(sharded.shard(i).reserve(100)) for i in range(6)) == 60
+        with pytest.raises(IckScriptError, match="no permissions"):
+            Ick(restricted, "other_queue").add({"a": 1})
+        sharded.delete()
+        assert cluster_client.dbsize() == 0
+    finally:
+        for node in redis_cluster_nodes.nodes:
+            with node.client() as admin:
+                admin.execute_command("ACL", "DELUSER", "ick")
+
+
+def test_docs_show_the_tested_acl_line():
+    line = acl_line("ick", "CHANGE-ME", *NAMES)
+    assert line.startswith("user ick on >CHANGE-ME ~dirty_docs ~dirty_docs:* ~dirty_docs/*")
+    assert line in (ROOT / "docs" / "security.md").read_text()
+
+
+# --- passwords ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["url", "keywords", "no cluster probe"])
+def test_wrong_password_fails_fast_without_the_password(acl_url, redis_url, logs, how):
+    started = time.monotonic()
+    with pytest.raises(IckConnectionError) as info:
+        if how == "url":
+            connect(acl_url.replace(PASSWORD, WRONG))
+        elif how == "keywords":
+            connect(redis_url, username="ick", password=WRONG)
+        else:
+            connect(acl_url.replace(PASSWORD, WRONG), cluster="no")
+    assert time.monotonic() - started < 2
+    assert "refused the username or password" in str(info.value)
+    for text in (full_text(info.value), repr(info.value), logs.text):
+        assert WRONG not in text and PASSWORD not in text
+
+
+def test_no_password_in_reprs_errors_or_logs(acl_url, logs):
+    # a live client: redis-py's repr hides the password itself
+    client = connect(acl_url)
+    assert PASSWORD not in repr(client) and PASSWORD not in repr(client.connection_pool)
+
+    spec = ConnectionSpec(url=acl_url, password=PASSWORD)
+    assert PASSWORD not in repr(spec) and PASSWORD not in str(spec)
+    assert "ick:***@" in repr(spec)
+    assert redact(f"redis://h:6379/0?password={PASSWORD}") == "redis://h:6379/0?password=***"
+    assert PASSWORD not in redact(f"unix:///tmp/r.sock?db=0&password={PASSWORD}")
+
+    failures = []
+    for attempt in (
+        # unreachable, with the password in the URL and as a keyword
+        lambda: connect(f"redis://ick:{PASSWORD}@127.0.0.1:{free_port()}/0", retries=1),
+        lambda: connect(f"redis://127.0.0.1:{free_port()}/0", password=PASSWORD, retries=1),
+        # malformed URLs
+        lambda: connect(f"http://ick:{PASSWORD}@example.com/0"),
+        lambda: connect(f"redis://ick:{PASSWORD}@example.com:port/0"),
+        # option errors of the Spark formats
+        lambda: Options({"redis.url": f"http://ick:{PASSWORD}@h/0"}, "ick").connection(),
+        lambda: Options({"redis.url": acl_url, "redis.timeout": "soon"}, "ick").connection(),
+        lambda: Options({"redis.password": PASSWORD, "redis.cluster": "maybe"},
+                        "ick").connection(),
+    ):
+        with pytest.raises((IckConnectionError, IckConfigError)) as info:
+            attempt()
+        failures.append(full_text(info.value))
+    assert all(PASSWORD not in text for text in failures), failures
+    assert "redis.timeout" in failures[5] and "redis.cluster" in failures[6]
+    assert PASSWORD not in logs.text
+    assert any(r.name.startswith("redis") for r in logs.records)  # redis-py did log
+
+
+# --- conf/redis.conf ----------------------------------------------------------------------
+
+@pytest.fixture
+def durable_server() -> Iterator[tuple[redis.Redis, Path]]:
+    """redis-server started with conf/redis.conf on a free port and a fresh dir."""
+    directory = Path(tempfile.mkdtemp(prefix="pyspark-ick-durable-"))
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", str(ROOT / "conf" / "redis.conf"), "--port", str(port),
+         "--dir", str(directory), "--logfile", str(directory / "redis.log")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        wait_until(client.ping, timeout=15, what="redis-server with conf/redis.conf")
+        yield client, directory
+    finally:
+        client.close()
+        process.terminate()
+        process.wait(15)
+        subprocess.run(["rm", "-rf", str(directory)], check=False)
+
+
+def test_redis_conf_logs_every_add_and_never_evicts(durable_server):
+    admin, directory = durable_server
+    settings = {k: admin.config_get(k)[k] for k in
+                ("appendonly", "appendfsync", "maxmemory-policy")}
+    assert settings == {"appendonly": "yes", "appendfsync": "everysec",
+                        "maxmemory-policy": "noeviction"}
+
+    client = connect(f"redis://127.0.0.1:{admin.connection_pool.connection_kwargs['port']}/0")
+    ick = Ick(client, "durable")
+    ick.add({"doc:1": 1})
+    wait_until(lambda: any(b"durable/ick/{durable}/pset" in p.read_bytes()
+                           for p in (directory / "appendonlydir").glob("*.incr.aof")),
+               timeout=10, what="the add in the AOF")
+
+    # memory full: the add fails loudly and nothing queued is evicted
+    used = int(admin.info("memory")["used_memory"])
+    admin.config_set("maxmemory", used + 256 * 1024)
+    added = 1
+    with pytest.raises(IckScriptError, match="maxmemory"):
+        for chunk in range(1000):
+            batch = {f"doc:{chunk}:{i}:{'x' * 40}": 1 for i in range(200)}
+            added += ick.add(batch)[0]
+    assert ick.stats()["pset_size"] == added > 1
