@@ -80,6 +80,20 @@ def test_sharded_stats_on_cluster(cluster_url, cluster_client):
     assert "4 shards recorded" in message and "--shards 3" in message
 
 
+def test_stats_shows_reservations_and_lease(redis_url, client):
+    from pyspark_ick.reservations import ReservationLog
+
+    Ick(client, "feed").add({"a": 1, "b": 2, "c": 3})
+    log = ReservationLog(client, "feed")
+    token = log.lease.acquire("indexer-7", 60_000)
+    log.reserve(2, 0, "indexer-7", token, 60_000)
+
+    (row,) = as_json(cli("stats", "feed", "--json", url=redis_url))["rows"]
+    assert (row["queued"], row["reserved"], row["open_reservations"]) == (1, 2, 1)
+    assert row["lease_owner"] == "indexer-7" and 0 < row["lease_expires_in_ms"] <= 60_000
+    assert "indexer-7" in cli("stats", "feed", url=redis_url).stdout
+
+
 def test_peek_is_read_only(redis_url, client):
     sharded = ShardedIck(client, "p", 3)
     sharded.add({f"m{i}": float(i) for i in range(30)})
