@@ -114,6 +114,23 @@ def test_acl_user_runs_the_client_operations(acl_url, client):
     assert client.dbsize() == 0
 
 
+def test_acl_user_runs_the_reservation_log(acl_url, client):
+    from pyspark_ick.reservations import ReservationLog
+
+    restricted = connect(acl_url)
+    Ick(restricted, "dirty_docs").add({"a": 1, "b": 2})
+    log = ReservationLog(restricted, "dirty_docs")
+    token = log.lease.acquire("indexer", 30_000)
+    last, moved = log.reserve(None, 0, "indexer", token, 30_000)
+    assert moved == 2 and [r for r, _ in log.read(0, last)] == [last]
+    assert log.describe()["lease_owner"] == "indexer"
+    assert log.commit(last, "indexer", token, 30_000) == last
+    assert log.describe()["open_reservations"] == 0
+    assert log.lease.release("indexer", token)
+    Ick(restricted, "dirty_docs").delete()
+    assert client.dbsize() == 0
+
+
 def test_acl_user_is_refused_everything_else(acl_url, client):
     restricted = connect(acl_url)
     with pytest.raises(IckScriptError, match="no permissions"):
