@@ -1,0 +1,188 @@
+"""The reservation log and the lease (no Spark), against an in-memory model.
+
+The model of the log: reserve(limit, after) counts the reservations past ``after`` that
+exist already against ``limit``, pops the rest (lowest score, then member bytes) from the
+pset into a new manifest and folds them into the cset; commit(through) closes every
+reservation <= through, and a member leaves the cset unless a later open reservation
+holds it; commits are idempotent and may come repeated or out of order.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+
+from pyspark_ick import Ick, LeaseError
+from pyspark_ick.ick import pairs
+from pyspark_ick.reservations import LeaseBusy, ReservationLog, describe, snapshot
+from pyspark_ick.testing import wait_until
+
+MEMBERS = st.sampled_from(["a", "b", "c", "d", "e", "doc:1", "doc:10", "é"])
+SCORES = st.integers(-2, 3).map(float)
+TTL = 30_000
+
+
+def order(item: tuple[str, float]) -> tuple[float, bytes]:
+    return item[1], item[0].encode()
+
+
+class LogModel:
+    def __init__(self) -> None:
+        self.pset: dict[str, float] = {}
+        self.cset: dict[str, float] = {}
+        self.manifests: dict[int, dict[str, float]] = {}
+        self.reserved = self.committed = 0
+
+    def add(self, member: str, score: float) -> None:
+        self.pset[member] = min(self.pset.get(member, score), score)
+
+    def reserve(self, limit: int | None, after: int) -> tuple[int, int]:
+        if limit is None:
+            limit = len(self.pset)
+        limit -= sum(len(self.manifests.get(r, {})) for r in range(after + 1, self.reserved + 1))
+        if limit <= 0 or not self.pset:
+            return self.reserved, 0
+        taken = sorted(self.pset.items(), key=order)[:limit]
+        self.reserved += 1
+        self.manifests[self.reserved] = dict(taken)
+        for member, score in taken:
+            del self.pset[member]
+            self.cset[member] = min(self.cset.get(member, score), score)
+        return self.reserved, len(taken)
+
+    def commit(self, through: int) -> int:
+        through = min(through, self.reserved)
+        if through <= self.committed:
+            return self.committed
+        later = [self.manifests[r] for r in range(through + 1, self.reserved + 1)]
+        for r in range(self.committed + 1, through + 1):
+            for member in self.manifests.pop(r):
+                if not any(member in m for m in later):
+                    self.cset.pop(member, None)
+        self.committed = through
+        return through
+
+
+def test_reservation_log_matches_model(any_client):
+    names = iter(range(10**6))
+
+    class Machine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.name = f"rl{next(names)}"  # a fresh Ick per example
+            self.ick = Ick(any_client, self.name)
+            self.log = ReservationLog(any_client, self.name)
+            self.token = self.log.lease.acquire("me", TTL)
+            self.model = LogModel()
+
+        @rule(member=MEMBERS, score=SCORES)
+        def add(self, member: str, score: float) -> None:
+            self.ick.add({member: score})
+            self.model.add(member, score)
+
+        @rule(limit=st.one_of(st.none(), st.integers(0, 4)), back=st.integers(0, 2))
+        def reserve(self, limit: int | None, back: int) -> None:
+            # `after` is a logged offset: the last committed number or a later one
+            after = max(self.model.committed, self.model.reserved - back)
+            assert self.log.reserve(limit, after, "me", self.token, TTL) == \
+                self.model.reserve(limit, after)
+
+        @rule(through=st.integers(-1, 2))
+        def commit(self, through: int) -> None:
+            # repeated, out of order, or past the last reservation
+            target = self.model.committed + through
+            assert self.log.commit(target, "me", self.token, TTL) == self.model.commit(target)
+
+        @rule(start=st.integers(0, 3), size=st.integers(0, 3))
+        def read(self, start: int, size: int) -> None:
+            got = {r: pairs(flat) for r, flat in self.log.read(start, start + size)}
+            want = {r: sorted(m.items(), key=order) for r, m in self.model.manifests.items()
+                    if start < r <= start + size}
+            assert got == want
+
+        @invariant()
+        def sets_and_counters_agree(self) -> None:
+            stats = self.ick.stats()
+            if stats is None:
+                assert not self.model.pset and not self.model.cset
+                return
+            pset, cset, holder = snapshot(any_client, self.name)
+            assert dict(pairs(pset)) == self.model.pset
+            assert dict(pairs(cset)) == self.model.cset
+            info = describe(any_client, self.name)
+            assert (info["last_reserved"], info["last_committed"]) == \
+                (self.model.reserved, self.model.committed)
+            assert set(holder) <= set(self.model.cset)
+
+    run_state_machine_as_test(
+        Machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None))
+
+
+def test_big_manifests_pass_lua_unpack_limits(client):
+    ick = Ick(client, "big")
+    ick.add({f"m{i:05}": float(i) for i in range(20_000)})
+    log = ReservationLog(client, "big")
+    token = log.lease.acquire("me", TTL)
+    assert log.reserve(None, 0, "me", token, TTL) == (1, 20_000)
+    ick.add({"m00007": -1.0})  # re-dirtied while in flight
+    assert log.reserve(10, 1, "me", token, TTL) == (2, 1)
+    [(r, flat)] = log.read(0, 1)
+    assert r == 1 and len(flat) == 40_000
+    assert log.commit(1, "me", token, TTL) == 1
+    assert ick.stats()["cset_size"] == 1  # held by reservation 2 still
+    assert log.commit(2, "me", token, TTL) == 2
+    assert ick.stats()["total_size"] == 0
+
+
+def test_describe_for_operators(client):
+    assert describe(client, "none") == {
+        "last_reserved": 0, "last_committed": 0, "open_reservations": 0, "open_members": 0,
+        "lease_owner": None, "lease_expires_in_ms": None}
+    Ick(client, "d").add({"a": 1, "b": 2, "c": 3})
+    log = ReservationLog(client, "d")
+    token = log.lease.acquire("indexer", 10_000)
+    log.reserve(2, 0, "indexer", token, 10_000)
+    log.reserve(2, 1, "indexer", token, 10_000)
+    info = describe(client, "d")
+    assert info["open_reservations"] == 2 and info["open_members"] == 3
+    assert info["lease_owner"] == "indexer"
+    assert 9_000 < info["lease_expires_in_ms"] <= 10_000
+    log.lease.release("indexer", token)
+    assert describe(client, "d")["lease_owner"] is None
+
+
+def test_lease_refuses_a_second_owner_and_fences_the_old_token(any_client):
+    Ick(any_client, "l").add({"a": 1})
+    log = ReservationLog(any_client, "l", "Ick 'l' shard 0")
+    first = log.lease.acquire("alpha", TTL)
+    with pytest.raises(LeaseBusy, match=r"Ick 'l' shard 0.*'alpha' holds the lease"):
+        log.lease.acquire("beta", TTL)
+    again = log.lease.acquire("alpha", TTL)  # a restart with the same consumerId
+    assert again > first
+    with pytest.raises(LeaseError, match="lost its lease"):
+        log.reserve(10, 0, "alpha", first, TTL)
+    with pytest.raises(LeaseError, match="lost its lease"):
+        log.commit(0, "alpha", first, TTL)
+    with pytest.raises(LeaseError, match="lost its lease"):
+        log.lease.renew("alpha", first, TTL)
+    assert log.reserve(10, 0, "alpha", again, TTL) == (1, 1)
+
+
+def test_lease_expires_and_the_stale_consumer_cannot_commit(client):
+    Ick(client, "x").add({"a": 1, "b": 2})
+    log = ReservationLog(client, "x")
+    old = log.lease.acquire("old", 200)
+    assert log.reserve(1, 0, "old", old, 200) == (1, 1)
+    with pytest.raises(LeaseBusy):
+        log.lease.acquire("new", 200)
+    started = time.monotonic()
+    new = wait_until(lambda: log.lease.acquire("new", TTL), timeout=5, what="lease expiry")
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(LeaseError, match="'new' holds it now"):
+        log.commit(1, "old", old, 200)
+    assert describe(client, "x")["last_committed"] == 0
+    assert log.commit(1, "new", new, TTL) == 1
