@@ -67,7 +67,7 @@ def test_sharded_stats_on_cluster(cluster_url, cluster_client):
     assert "40 new" in cli("add", "docs", *members, "--shards", "4", url=cluster_url).stdout
 
     # without --shards the recorded count is used; scores default to Redis server time
-    report = as_json(cli("stats", "docs", "--json", url=cluster_url))
+    report = as_json(cli("stats", "docs", "--json", "--cluster", url=cluster_url))
     assert report["shards"] == 4
     expected = [sum(shard_of(m, 4) == i for m in members) for i in range(4)]
     assert [r["queued"] for r in report["rows"]] == expected
@@ -148,6 +148,17 @@ def test_watch_refreshes_until_interrupted(redis_url, client):
     finally:
         process.kill()
         process.wait()
+
+
+def test_without_rich_json_still_works(redis_url, client):
+    Ick(client, "q").add({"a": 1})
+    run = ("import sys; sys.modules['rich'] = None; from pyspark_ick.cli import main; "
+           "sys.exit(main(sys.argv[1:]))")
+    command = [sys.executable, "-c", run, "--url", redis_url, "stats", "q"]
+    table = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert "pip install 'pyspark-ick[cli]'" in failed(table, 1)
+    assert as_json(subprocess.run([*command, "--json"], capture_output=True, text=True,
+                                  timeout=60))["totals"]["queued"] == 1
 
 
 @pytest.mark.parametrize("args, code, needle", [

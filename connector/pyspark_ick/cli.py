@@ -126,10 +126,20 @@ def peek(client: Any, name: str, shards: int, n: int) -> dict[str, list[tuple[st
 
 # --- output -------------------------------------------------------------------------------
 
-def console() -> Any:
-    from rich.console import Console
+def _rich() -> Any:
+    """The rich package (extra ``cli``), or a one-line error that names the extra."""
+    try:
+        import rich.console
+        import rich.live
+        import rich.table
+    except ModuleNotFoundError:
+        raise IckError("tables need the rich package: pip install 'pyspark-ick[cli]' "
+                       "(or use --json)") from None
+    return rich
 
-    return Console(highlight=False)
+
+def console() -> Any:
+    return _rich().console.Console(highlight=False)
 
 
 def fmt_score(score: float | None) -> str:
@@ -163,8 +173,7 @@ def fmt_lease(row: dict[str, Any]) -> str:
 
 
 def stats_table(report: dict[str, Any]) -> Any:
-    from rich.table import Table
-
+    Table = _rich().table.Table
     shards = report["shards"]
     table = Table(title=f"Ick {report['name']} ({shards} shard{'s' if shards > 1 else ''})")
     for column in ("shard", "key", "queued", "reserved", "open res.", "oldest score", "age",
@@ -188,8 +197,7 @@ def stats_table(report: dict[str, Any]) -> Any:
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
-    from rich.table import Table
-
+    Table = _rich().table.Table
     tables = []
     for part, rows in found.items():
         table = Table(title=f"{part}: lowest scores")
@@ -203,12 +211,10 @@ def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
 
 def watch(show: Callable[[], Any], interval: float, json_lines: bool) -> int:
     """Show ``show()`` every ``interval`` seconds until Ctrl-C (in place on a terminal)."""
-    out = console()
+    out = None if json_lines else console()
     try:
-        if out.is_terminal and not json_lines:
-            from rich.live import Live
-
-            with Live(show(), console=out, auto_refresh=False) as live:
+        if out is not None and out.is_terminal:
+            with _rich().live.Live(show(), console=out, auto_refresh=False) as live:
                 while True:
                     time.sleep(interval)
                     live.update(show(), refresh=True)
@@ -241,7 +247,8 @@ def cmd_stats(client: Any, args: argparse.Namespace) -> int:
     report = stats(client, args.name, shards)
     if not any(row["exists"] for row in report["rows"]):
         raise NotFound(f"Ick {args.name!r} does not exist")
-    emit(report if args.json else stats_table(report), args.json, console())
+    emit(report if args.json else stats_table(report), args.json,
+         None if args.json else console())
     return 0
 
 
