@@ -32,6 +32,7 @@ from .errors import IckConfigError, IckError, ShardCountError
 from .ick import ShardedIck, pairs, text
 from .keys import check_name, check_shards, shard_count_key
 from .options import Options
+from .reservations import describe
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
 EPOCH_2001 = 1e9  # scores above this are taken for Unix times (shown with an age)
@@ -61,17 +62,6 @@ def server_time(client: Any) -> float:
     return int(reply[0]) + int(reply[1]) / 1e6
 
 
-def describe(client: Any, master: str) -> dict[str, Any] | None:
-    """Open reservations and lease of one shard; None before the reader's module exists."""
-    try:
-        from .reservations import describe as describe_shard
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}.reservations":
-            raise
-        return None
-    return describe_shard(client, master)
-
-
 def stats(client: Any, name: str, shards: int) -> dict[str, Any]:
     """Per-shard sizes, oldest score and its age, reservations and lease; plus totals."""
     sharded = ShardedIck(client, name, shards)
@@ -82,7 +72,7 @@ def stats(client: Any, name: str, shards: int) -> dict[str, Any]:
         st = ick.stats() or {}
         lows = [st[k] for k in ("pset_min", "cset_min") if st.get(k) is not None]
         oldest = min(lows) if lows else None
-        res = describe(client, ick.key) or {}
+        res = describe(client, ick.key)
         rows.append({
             "shard": i, "key": ick.key, "exists": bool(st),
             "queued": st.get("pset_size", 0), "reserved": st.get("cset_size", 0),
