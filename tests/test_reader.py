@@ -1,0 +1,177 @@
+"""spark.readStream.format("ick") and spark.read.format("ick") end to end, and the lease
+protocol of the stream reader on the driver."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from pyspark_ick import IckConfigError, LeaseError, ShardCountError, ShardedIck
+from pyspark_ick.reservations import ReservationLog, describe
+from pyspark_ick.spark.ick_reader import SNAPSHOT_SCHEMA, STREAM_SCHEMA, stream_reader
+from pyspark_ick.testing import wait_until
+
+
+def read_stream(spark: Any, url: str, ick: str, **options: Any) -> Any:
+    reader = spark.readStream.format("ick").option("redis.url", url).option("ick", ick)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+class Sink:
+    """A foreachBatch sink remembering each batch's rows (by batch id, replays overwrite)."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[Any]] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = df.collect()
+        with self.lock:
+            self.batches[batch_id] = rows
+
+    def rows(self) -> list[Any]:
+        with self.lock:
+            return [row for rows in self.batches.values() for row in rows]
+
+
+def test_write_then_drain_with_available_now(spark, redis_url, client, tmp_path):
+    members = [(f"doc:{i}", float(i % 97)) for i in range(3000)]
+    spark.createDataFrame(members, "member string, score double").write.format("ick") \
+        .option("redis.url", redis_url).option("ick", "docs").option("shards", 3) \
+        .mode("append").save()
+    sink = Sink()
+    query = (read_stream(spark, redis_url, "docs", shards=3, maxMembersPerTrigger=1000)
+             .writeStream.foreachBatch(sink).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    assert query.awaitTermination(120)
+    rows = sink.rows()
+    assert sorted(r.member for r in rows) == sorted(m for m, _ in members)  # once each
+    assert {r.member: r.score for r in rows} == dict(members)
+    assert len(sink.batches) == 3 and all(len(b) <= 1000 for b in sink.batches.values())
+    ick = ShardedIck(client, "docs", 3)
+    for batch in sink.batches.values():
+        by_shard: dict[int, list[Any]] = defaultdict(list)
+        for row in batch:
+            assert row.shard == ick.shard_of(row.member)
+            by_shard[row.shard].append(row)
+        for shard_rows in by_shard.values():  # the order within a shard is by score
+            assert [r.score for r in shard_rows] == sorted(r.score for r in shard_rows)
+    # the last batch was acknowledged too: nothing stays reserved
+    assert ick.stats()["total_size"] == 0
+    assert {describe(client, f"docs:{i}")["open_reservations"] for i in range(3)} == {0}
+
+
+def test_redelivery_and_a_second_query_is_refused(spark, redis_url, client, tmp_path):
+    ick = ShardedIck(client, "live", 2)
+    sink = Sink()
+    query = (read_stream(spark, redis_url, "live", shards=2, consumerId="indexer")
+             .writeStream.foreachBatch(sink).trigger(processingTime="0 seconds")
+             .option("checkpointLocation", str(tmp_path / "a")).start())
+    try:
+        ick.add({"x": 1.0, "y": 2.0})
+        wait_until(lambda: {"x", "y"} <= {r.member for r in sink.rows()}, timeout=60,
+                   what="first delivery")
+        ick.add({"x": 5.0})  # dirty again: delivered again
+        wait_until(lambda: [r.score for r in sink.rows() if r.member == "x"] == [1.0, 5.0],
+                   timeout=60, what="re-delivery of x")
+        second = (read_stream(spark, redis_url, "live", shards=2).writeStream
+                  .foreachBatch(lambda df, i: None)
+                  .option("checkpointLocation", str(tmp_path / "b")).start())
+        with pytest.raises(Exception, match=r"Ick 'live' shard \d .*'indexer' holds its lease"):
+            second.awaitTermination(120)
+        assert query.isActive
+    finally:
+        query.stop()
+
+
+def test_snapshot_reader_shows_both_sets(spark, redis_url, client):
+    ick = ShardedIck(client, "snap", 2)
+    ick.add({f"m{i}": float(i) for i in range(10)})
+    shard = ick.shard_of("m0")
+    log = ReservationLog(client, f"snap:{shard}")
+    token = log.lease.acquire("t", 10_000)
+    number, moved = log.reserve(2, 0, "t", token, 10_000)
+    base = spark.read.format("ick").option("redis.url", redis_url).option("ick", "snap") \
+        .option("shards", 2)
+    rows = base.schema(SNAPSHOT_SCHEMA).load().collect()
+    assert sorted(r.member for r in rows) == sorted(f"m{i}" for i in range(10))
+    reserved = [r for r in rows if r.state == "reserved"]
+    assert len(reserved) == moved == 2
+    assert {(r.shard, r.reservation) for r in reserved} == {(shard, number)}
+    assert all(r.reservation is None for r in rows if r.state == "queued")
+    assert base.load().count() == 10  # the default schema: member, score, shard, reservation
+    assert ick.stats()["total_size"] == 10  # nothing moved
+    with pytest.raises(Exception, match="column 'colour' is not one of"):
+        base.schema("member string, colour string").load().collect()
+
+
+def test_options_are_checked_on_the_driver(redis_url, client):
+    def make(**options: Any) -> Any:
+        return stream_reader({"redis.url": redis_url, **options}, STREAM_SCHEMA)
+
+    with pytest.raises(IckConfigError, match="needs option 'ick'"):
+        make()
+    with pytest.raises(IckConfigError, match="'maxMembersPerTrigger'"):
+        make(ick="q", maxMembersPerTrigger="0")
+    with pytest.raises(IckConfigError, match="'leaseTimeout'"):
+        make(ick="q", leaseTimeout="soon")
+    with pytest.raises(IckConfigError, match="'shards'"):
+        make(ick="q", shards="many")
+    with pytest.raises(IckConfigError, match="fixed schema"):
+        stream_reader({"ick": "q"}, SNAPSHOT_SCHEMA)
+    ShardedIck(client, "q", 4).check_shards()
+    with pytest.raises(ShardCountError, match=r"4 shards recorded.*but 2"):
+        make(ick="q", shards="2").initialOffset()
+
+
+def test_lease_takeover_after_expiry_and_fencing(redis_url, client):
+    """Driver side, no Spark: a dead query's lease expires, a new one takes over, and the
+    old one (a zombie) can neither reserve nor commit."""
+    ShardedIck(client, "t", 1).add({"a": 1.0, "b": 2.0})
+    options = {"redis.url": redis_url, "ick": "t", "leaseTimeout": "300ms"}
+    old = stream_reader(options, STREAM_SCHEMA)
+    start = old.initialOffset()
+    end = old.latestOffset(start, old.getDefaultReadLimit())
+    assert end == {"0": 1}
+    with pytest.raises(LeaseError, match=r"consumed by another query.*query-"):
+        stream_reader(options, STREAM_SCHEMA).initialOffset()
+    old._stopping.set()  # the old driver dies: no heartbeat, no release
+    old._heartbeat.join()
+    new = stream_reader(options, STREAM_SCHEMA)
+    # refused while the old lease looks alive, then it expires and the new reader takes it
+    assert wait_until(new.initialOffset, timeout=10, what="takeover") == {"0": 0}
+    with pytest.raises(LeaseError, match="lost its lease"):
+        old.commit(end)
+    assert describe(client, "t")["last_committed"] == 0
+    assert new.latestOffset({"0": 0}, new.getDefaultReadLimit()) == {"0": 1}
+    rows = [r for batch in new.read(new.partitions({"0": 0}, {"0": 1})[0])
+            for r in batch.to_pylist()]
+    assert [r["member"] for r in rows] == ["a", "b"]
+    new.commit({"0": 1})
+    new.stop()
+    assert describe(client, "t") | {"lease_expires_in_ms": None} == {
+        "last_reserved": 1, "last_committed": 1, "open_reservations": 0, "open_members": 0,
+        "lease_owner": None, "lease_expires_in_ms": None}
+
+
+def test_consumer_id_resumes_at_once(redis_url, client):
+    ShardedIck(client, "c", 1).add({"a": 1.0})
+    options = {"redis.url": redis_url, "ick": "c", "consumerId": "idx"}
+    first = stream_reader(options, STREAM_SCHEMA)
+    first.latestOffset(first.initialOffset(), first.getDefaultReadLimit())
+    started = time.monotonic()
+    second = stream_reader(options, STREAM_SCHEMA)  # a restart of the same query
+    assert second.initialOffset() == {"0": 0}
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(LeaseError):
+        first.commit({"0": 1})
+    second.commit({"0": 1})
+    first._stopping.set()
+    second.stop()
+    assert ShardedIck(client, "c", 1).stats()["total_size"] == 0
