@@ -113,3 +113,40 @@ class DehydratorKeys:
     def key(self, suffix: str) -> str:
         """A key of this dehydrator shard; the dehydrator module names its own parts."""
         return self._prefix + suffix
+
+    @property
+    def due(self) -> str:
+        """Sorted set: id -> due time (ms since the epoch) of every parked element."""
+        return self.key("due")
+
+    @property
+    def elements(self) -> str:
+        """Hash: id -> element of every parked element."""
+        return self.key("elements")
+
+    @property
+    def store(self) -> tuple[str, str]:
+        """due, elements: the KEYS of the dehydrator's scripts."""
+        return (self.due, self.elements)
+
+    @property
+    def clog(self) -> str:
+        """Hash: the claim log's counters (last claimed, last committed)."""
+        return self.key("clog")
+
+    @property
+    def claim_prefix(self) -> str:
+        return self.key("claim:")
+
+    def claim(self, number: int) -> str:
+        """List: the manifest (id, due, element, ...) of claim ``number``."""
+        return f"{self.claim_prefix}{number}"
+
+    @property
+    def lease(self) -> str:
+        """Hash: owner, fencing token and expiry of the source's lease."""
+        return self.key("lease")
+
+    def fixed_keys(self) -> list[str]:
+        """Every key of the shard whose name does not depend on a number."""
+        return [self.due, self.elements, self.clog, self.lease]

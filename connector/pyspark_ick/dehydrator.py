@@ -1,0 +1,380 @@
+"""Dehydrator: ReDe's operations on plain Redis structures, one Lua call per shard each.
+
+A dehydrator shard is a sorted set ``id -> due ms`` plus a hash ``id -> element`` (keys in
+keys.DehydratorKeys, one hash slot). ReDe keeps one FIFO queue per distinct TTL, which makes
+push O(1) but poll and ttn O(number of TTLs); here push is O(log n), pull O(log n),
+poll O(log n + m) and ttn O(1) whatever the TTLs, so nothing slows down as the number of
+distinct TTLs (or absolute ``releaseAt`` times from the sink) grows, and the data replicate
+and persist like any Redis data. Time is Redis server time in ms; a test ``clock`` may pass
+"now" into the scripts instead.
+
+A logical dehydrator ``name`` of ``shards`` shards routes an id by ``shard_of(id)`` (as
+Icks route members); poll, xpoll and ttn combine the shards. ``ClaimLog`` is the source's
+per-shard claim log: due elements move into numbered claims that stay until committed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import redis
+
+from . import scripts
+from .errors import IckConfigError, IckScriptError, ShardCountError
+from .ick import text
+from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
+from .reservations import Lease, fenced
+
+CHUNK = 1000  # elements per dh_push call in a pipeline
+TAKE = 4000  # elements per dh_take call (Lua's unpack limit)
+ON_DUPLICATE = ("keep", "replace", "error")
+
+Clock = Callable[[], int]
+Call = tuple[str, Sequence[str], Sequence[Any]]  # script name, KEYS, ARGV
+
+
+def _run_all(client: Any, calls: Sequence[Call]) -> list[Any]:
+    """Replies of ``calls`` in one round trip; each call runs exactly once.
+
+    Unlike scripts.pipelined, a NOSCRIPT reply re-runs only the calls that got it, so
+    calls that remove data (poll, xack, claim) are safe to pipeline.
+    """
+    if len(calls) == 1:
+        return [scripts.run(client, *calls[0])]
+    scripts.ensure_loaded(client, *{name for name, _, _ in calls})
+    pipe = client.pipeline(transaction=False)
+    for name, keys, args in calls:
+        scripts.queue(pipe, name, keys, args)
+    try:
+        replies = pipe.execute(raise_on_error=False)
+    except redis.RedisError as exc:
+        raise scripts.translate(exc) from exc
+    for i, reply in enumerate(replies):
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            replies[i] = scripts.run(client, *calls[i])  # run() reloads on NOSCRIPT
+        elif isinstance(reply, redis.RedisError):
+            raise scripts.translate(reply)
+    return replies
+
+
+def _triples(ids: list[str], times: list[int], elements: list[Any]) -> list[Any]:
+    """``[id1, time1, element1, ...]``: the ARGV tail of dh_push."""
+    out: list[Any] = [None] * (3 * len(ids))
+    out[0::3], out[1::3], out[2::3] = ids, times, elements
+    return out
+
+
+def check_ttl(ttl_ms: Any, what: str = "ttl_ms") -> int:
+    """``ttl_ms`` if it is an integer >= 0, else IckConfigError."""
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
+        raise IckConfigError(f"{what} must be an integer >= 0 (milliseconds), got {ttl_ms!r}")
+    return ttl_ms
+
+
+class Dehydrator:
+    """ReDe's commands on a logical dehydrator of ``shards`` shards.
+
+    Elements are returned as ``str`` (``decode=False``: ``bytes``). ``clock`` (tests only)
+    returns "now" in ms for the scripts instead of Redis server time.
+    """
+
+    def __init__(self, client: Any, name: str, shards: int = 1, *, decode: bool = True,
+                 clock: Clock | None = None) -> None:
+        self.client = client
+        self.name = check_name(name, "dehydrator name")
+        self.shards = check_shards(shards)
+        self.decode = decode
+        self.clock = clock
+        self._keys = [DehydratorKeys(m) for m in shard_names(self.name, self.shards)]
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"Dehydrator({self.name!r}, shards={self.shards})"
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _now(self) -> str:
+        return "" if self.clock is None else str(int(self.clock()))
+
+    def _out(self, value: Any) -> Any:
+        """A reply as the element type of this dehydrator (None stays None)."""
+        if value is None:
+            return None
+        if self.decode:
+            return text(value)
+        return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+    def keys_of(self, id: Any) -> DehydratorKeys:
+        """The keys of the shard that ``id`` goes to."""
+        return self._keys[self.shard_of(id)]
+
+    def shard_of(self, id: Any) -> int:
+        return shard_of(text(id), self.shards)
+
+    def shard(self, i: int) -> ClaimLog:
+        """The claim log of shard ``i`` (what the streaming source consumes)."""
+        self.check_shards()
+        return ClaimLog(self.client, self._keys[i], decode=self.decode, clock=self.clock,
+                        label=f"dehydrator {self.name!r} shard {i}")
+
+    def check_shards(self) -> None:
+        """Record the shard count in Redis on first use; raise if another is recorded."""
+        if self._checked:
+            return
+        recorded = int(scripts.run(self.client, "shardcount",
+                                   [shard_count_key(self.name, "dehydrator")], [self.shards]))
+        if recorded != self.shards:
+            raise ShardCountError(
+                f"dehydrator {self.name!r} has {recorded} shards recorded in Redis, "
+                f"but {self.shards} were given"
+            )
+        self._checked = True
+
+    def _by_shard(self, ids: Iterable[Any]) -> dict[int, list[tuple[int, str]]]:
+        """(position, id) of each id, grouped by shard."""
+        groups: dict[int, list[tuple[int, str]]] = {}
+        for pos, id in enumerate(ids):
+            groups.setdefault(self.shard_of(id), []).append((pos, text(id)))
+        return groups
+
+    # --- ReDe's commands -------------------------------------------------------------------
+
+    def push(self, id: Any, element: str | bytes, ttl_ms: int) -> None:
+        """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
+        self.park([id], [element], [check_ttl(ttl_ms)], on_duplicate="error")
+
+    def gidpush(self, element: str | bytes, ttl_ms: int) -> str:
+        """Park ``element`` for ``ttl_ms`` ms under a new random id; returns the id."""
+        id = uuid.uuid4().hex
+        self.push(id, element, ttl_ms)
+        return id
+
+    def park(self, ids: Sequence[Any], elements: Sequence[str | bytes], times: Sequence[int],
+             *, at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
+             ) -> tuple[int, int]:
+        """Park many elements in one round trip; returns (new, existing).
+
+        ``times`` are delays in ms, or due times in epoch ms with ``at=True``.
+        ``on_duplicate`` decides for ids already parked: keep, replace or error.
+        """
+        if on_duplicate not in ON_DUPLICATE:
+            raise IckConfigError(f"on_duplicate must be one of {ON_DUPLICATE}, "
+                                 f"got {on_duplicate!r}")
+        if not ids:
+            return (0, 0)
+        self.check_shards()
+        head = [on_duplicate, self._now(), "at" if at else "delay"]
+        calls: list[Call] = []
+        for shard, (sids, stimes, selements) in self._group(ids, times, elements).items():
+            keys = self._keys[shard].store
+            for start in range(0, len(sids), chunk):
+                end = start + chunk
+                calls.append(("dh_push", keys, head + _triples(
+                    sids[start:end], stimes[start:end], selements[start:end])))
+        replies = _run_all(self.client, calls)
+        return (sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
+
+    def _group(self, ids: Sequence[Any], times: Sequence[int], elements: Sequence[Any]
+               ) -> dict[int, tuple[list[str], list[int], list[Any]]]:
+        """ids (as str), times and elements grouped by shard."""
+        ids = [text(id) for id in ids] if not all(type(i) is str for i in ids) else ids
+        if self.shards == 1:
+            return {0: (list(ids), list(times), list(elements))}
+        groups: dict[int, tuple[list[str], list[int], list[Any]]] = {}
+        for id, time, element in zip(ids, times, elements, strict=True):
+            group = groups.get(shard := shard_of(id, self.shards))
+            if group is None:
+                group = groups[shard] = ([], [], [])
+            group[0].append(id)
+            group[1].append(time)
+            group[2].append(element)
+        return groups
+
+    def pull(self, id: Any) -> Any:
+        """Remove and return the element of ``id``, due or not; None when it is not parked."""
+        self.check_shards()
+        return self._out(scripts.run(self.client, "dh_pull", self.keys_of(id).store,
+                                     [text(id)])[0])
+
+    def poll(self) -> list[Any]:
+        """Remove and return every due element, earliest due first."""
+        return [x for _, x in self._take("poll")]
+
+    def xpoll(self) -> list[str]:
+        """The ids of every due element, earliest due first; nothing is removed."""
+        return [text(x) for _, x in self._take("xpoll")]
+
+    def _take(self, mode: str) -> list[tuple[int, Any]]:
+        self.check_shards()
+        limit = TAKE if mode == "poll" else -1
+        runs: list[list[tuple[int, Any]]] = []
+        active = list(range(self.shards))
+        while active:
+            now = self._now()
+            replies = _run_all(self.client, [
+                ("dh_take", self._keys[i].store, [now, limit, mode]) for i in active
+            ])
+            more = []
+            for shard, reply in zip(active, replies, strict=True):
+                runs.append([(int(float(reply[j])), reply[j + 1])
+                             for j in range(0, len(reply), 2)])
+                if mode == "poll" and len(reply) == 2 * TAKE:
+                    more.append(shard)
+            active = more
+        merged = heapq.merge(*runs, key=lambda pair: pair[0]) if len(runs) > 1 else runs[0]
+        return [(due, self._out(x)) for due, x in merged]
+
+    def xack(self, *ids: Any) -> list[Any]:
+        """Remove and return the due elements among ``ids`` (None for the others)."""
+        if not ids:
+            return []
+        self.check_shards()
+        groups = self._by_shard(ids)
+        now = self._now()
+        replies = _run_all(self.client, [
+            ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
+            for shard, rows in groups.items()
+        ])
+        out: list[Any] = [None] * len(ids)
+        for rows, reply in zip(groups.values(), replies, strict=True):
+            for (pos, _), element in zip(rows, reply, strict=True):
+                out[pos] = self._out(element)
+        return out
+
+    def look(self, id: Any) -> Any:
+        """The element of ``id`` without removing it; None when it is not parked."""
+        try:
+            return self._out(self.client.hget(self.keys_of(id).elements, text(id)))
+        except redis.RedisError as exc:
+            raise scripts.translate(exc) from exc
+
+    def ttn(self) -> int:
+        """ms until the next element is due: 0 when one is due, -1 when empty."""
+        self.check_shards()
+        now = self._now()
+        waits = [int(r) for r in _run_all(
+            self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys])]
+        pending = [w for w in waits if w >= 0]
+        return min(pending) if pending else -1
+
+    def update(self, id: Any, element: str | bytes) -> Any:
+        """Replace the element of parked ``id`` (keeping its due time); returns the old one."""
+        self.check_shards()
+        return self._out(scripts.run(self.client, "dh_update", self.keys_of(id).store,
+                                     [text(id), element]))
+
+    # --- operations ------------------------------------------------------------------------
+
+    def size(self) -> int:
+        """How many elements are parked (due or not; claimed ones not counted)."""
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for keys in self._keys:
+                pipe.zcard(keys.due)
+            return sum(int(n) for n in pipe.execute())
+        except redis.RedisError as exc:
+            raise scripts.translate(exc) from exc
+
+    def delete(self) -> int:
+        """Remove every key of every shard (open claims too) and the recorded shard count."""
+        removed = 0
+        for keys in self._keys:
+            log = ClaimLog(self.client, keys)
+            claims = [keys.claim(n) for n in range(log.last_committed() + 1,
+                                                   log.last_claimed() + 1)]
+            removed += int(scripts.run(self.client, "ickdel", keys.fixed_keys() + claims,
+                                       ["DEL"]))
+        removed += int(scripts.run(self.client, "ickdel",
+                                   [shard_count_key(self.name, "dehydrator")], ["DEL"]))
+        self._checked = False
+        return removed
+
+
+Entry = tuple[str, int, Any]  # id, due ms, element
+
+
+class ClaimLog:
+    """The claims of one dehydrator shard, with the interface of ReservationLog (§4).
+
+    ``reserve`` moves due elements out of the live store into claim ``n + 1``; ``read``
+    returns the elements of claims ``(start, end]``; ``commit(n)`` deletes the claims up
+    to ``n``. A replay reads exactly the same elements until they are committed. Reserve
+    and commit check the lease owner and fencing token inside their Lua.
+    """
+
+    def __init__(self, client: Any, keys: DehydratorKeys, *, decode: bool = True,
+                 clock: Clock | None = None, label: str | None = None) -> None:
+        self.client = client
+        self.keys = keys
+        self.decode = decode
+        self.clock = clock
+        self.label = label or f"dehydrator shard {keys.master!r}"
+        self.lease = Lease(client, keys.lease, self.label)
+
+    def __repr__(self) -> str:
+        return f"ClaimLog({self.keys.master!r})"
+
+    def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int
+                ) -> tuple[int, int]:
+        """Claim up to ``limit`` due elements (None: all) into a new claim.
+
+        Claims past ``after`` that exist already count against ``limit``. Returns (last
+        claim number, elements moved); fenced by ``owner`` and ``token``.
+        """
+        k = self.keys
+        now = "" if self.clock is None else str(int(self.clock()))
+        args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms, now]
+        try:
+            reply = scripts.run(self.client, "dh_claim",
+                                [*k.store, k.clog, k.lease, k.claim_prefix], args)
+        except IckScriptError as exc:
+            raise fenced(self.label, exc) from exc
+        return int(reply[0]), int(reply[1])
+
+    def read(self, start: int, end: int) -> list[Entry]:
+        """(id, due ms, element) of every element of claims ``start + 1 .. end``."""
+        if end <= start:
+            return []
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for n in range(start + 1, end + 1):
+                pipe.lrange(self.keys.claim(n), 0, -1)
+            replies = pipe.execute()
+        except redis.RedisError as exc:
+            raise scripts.translate(exc) from exc
+        out: list[Entry] = []
+        for flat in replies:
+            for i in range(0, len(flat), 3):
+                element = text(flat[i + 2]) if self.decode else flat[i + 2]
+                out.append((text(flat[i]), int(float(flat[i + 1])), element))
+        return out
+
+    def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
+        """Delete every claim ``<= through`` (idempotent); returns the last committed."""
+        k = self.keys
+        try:
+            return int(scripts.run(self.client, "dh_commit", [k.clog, k.lease, k.claim_prefix],
+                                   [int(through), owner, token, ttl_ms]))
+        except IckScriptError as exc:
+            raise fenced(self.label, exc) from exc
+
+    def backlog(self) -> int:
+        """How many elements of the shard are due now (not claimed yet)."""
+        now = "" if self.clock is None else str(int(self.clock()))
+        return int(scripts.run(self.client, "dh_backlog", [self.keys.due], [now]))
+
+    def _counter(self, field: str) -> int:
+        try:
+            value = self.client.hget(self.keys.clog, field)
+        except redis.RedisError as exc:
+            raise scripts.translate(exc) from exc
+        return int(value) if value is not None else 0
+
+    def last_claimed(self) -> int:
+        return self._counter("claimed")
+
+    def last_committed(self) -> int:
+        return self._counter("committed")
