@@ -22,7 +22,7 @@ from pyspark_ick import (
     errors,
     scripts,
 )
-from pyspark_ick.ick import pairs, parse_stats
+from pyspark_ick.ick import pack_pairs, pairs, parse_stats, text
 from pyspark_ick.testing import free_port, start_binary
 
 
@@ -38,6 +38,36 @@ def test_add_folds_to_the_lower_score(any_client: Any) -> None:
     assert ick.add({"a": 3, "b": 7, "c": 1}) == (1, 1)  # c new, a lowered, b kept
     assert ick.add({}) == (0, 0)
     assert ick.reserve(3) == [("c", 1.0), ("a", 3.0), ("b", 5.0)]
+
+
+def test_members_and_scores_round_trip_exactly(any_client: Any) -> None:
+    ick = Ick(any_client, "exact")
+    added = {"": 0.1, "é": -0.0, "a\x00b": 1e-300, "🙂" * 3: 2.0**53 + 1, "x" * 5000: 7,
+             b"\xff raw": float("inf"), 42: -float("inf"), "max": 1.7976931348623157e308}
+    assert ick.add(added) == (len(added), 0)
+    got = dict(ick.reserve(len(added)))
+    assert got == {text(m): float(s) for m, s in added.items()}
+    assert got["\udcff raw"] == float("inf")  # bytes members come back surrogate-escaped
+
+
+@pytest.mark.parametrize("score", [float("nan"), None, "1.5", object()])
+def test_a_bad_score_is_refused_before_redis(score: Any) -> None:
+    nowhere = redis.Redis(host="127.0.0.1", port=free_port())  # any command would fail
+    with pytest.raises(IckConfigError, match="the score of member 'b' must be a number"):
+        Ick(nowhere, "scores").add({"a": 1.0, "b": score})
+    with pytest.raises(IckConfigError, match="the score of member 'b' must be a number"):
+        ShardedIck(nowhere, "scores", 4).add({"a": 1.0, "b": score})
+    with pytest.raises(IckConfigError, match="2 members but 1 scores"):
+        ShardedIck(nowhere, "scores", 4).add_pairs(["a", "b"], [1.0])
+
+
+def test_script_errors_in_a_pipeline_do_not_echo_arguments(client: Any) -> None:
+    ick = Ick(client, "echo")
+    client.set(ick.keys.master, "ick.v1")
+    client.set(ick.keys.pset, "x")
+    with pytest.raises(IckScriptError) as caught:
+        ick.add({"secret-member": 1.0})
+    assert str(caught.value) == "echo/ick/{echo}/pset is a string, not a sorted set"
 
 
 def test_reserve_zero_returns_nothing_and_moves_nothing(any_client: Any) -> None:
@@ -139,8 +169,8 @@ def test_twenty_thousand_members_in_one_call(any_client: Any) -> None:
     n = 20_000  # 40,000 arguments: far past Lua's unpack limit, chunked inside the scripts
     ick = Ick(any_client, "big")
     members = [f"doc:{i:05d}" for i in range(n)]
-    flat = [a for i, m in enumerate(members) for a in (float(i), m)]
-    assert scripts.run(any_client, "ickadd", ick.keys.base, flat) == [n, 0]
+    packed = pack_pairs(members, [float(i) for i in range(n)])
+    assert scripts.run(any_client, "ickadd", ick.keys.base, [packed]) == [n, 0]
     assert ick.add(dict.fromkeys(members, -1.0), chunk=n) == (0, n)  # one call again
     batch = ick.reserve(n)
     assert batch == [(m, -1.0) for m in members]
@@ -155,7 +185,7 @@ def test_operations_inside_one_pipeline(any_client: Any) -> None:
     ick = Ick(any_client, "piped")
 
     def build(pipe: Any) -> None:
-        scripts.queue(pipe, "ickadd", ick.keys.base, [2, "b", 1, "a", 3, "c"])
+        scripts.queue(pipe, "ickadd", ick.keys.base, [pack_pairs("bac", [2, 1, 3])])
         scripts.queue(pipe, "ickexchange", ick.keys.base, [2, "0"])
         scripts.queue(pipe, "ickexchange", ick.keys.base, [2, "0", "a"])
         scripts.queue(pipe, "ickstats", ick.keys.base)

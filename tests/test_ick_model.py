@@ -19,7 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from pyspark_ick import Ick
 
 # few members and scores, so folding, ties and members in both sets happen often
-MEMBERS = st.sampled_from(["a", "b", "c", "d", "e", "doc:1", "doc:10", "é", "z z"])
+MEMBERS = st.sampled_from(["a", "b", "c", "d", "e", "doc:1", "doc:10", "é", "z z", ""])
 SCORES = st.one_of(
     st.integers(-3, 3).map(float),
     st.sampled_from([0.5, -1.25, 2.5e-3, 1e15, 1.7976931348623157e308]),

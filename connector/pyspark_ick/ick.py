@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import scripts
-from .errors import ShardCountError
+from .errors import IckConfigError, ShardCountError
 from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 
 CHUNK = 1000  # members per ickadd call in a pipeline (see bench/bench_core.py)
@@ -24,23 +25,51 @@ def pairs(flat: Sequence[Any]) -> Pairs:
     return [(text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
-def _flat_args(members: Sequence[Any], scores: Sequence[float]) -> list[Any]:
-    """``[s1, m1, s2, m2, ...]``: the ARGV of ickadd."""
-    out: list[Any] = [None] * (2 * len(members))
-    out[0::2] = scores
-    out[1::2] = members
-    return out
+_HEAD = struct.Struct("<dI").pack  # score, member length: the layout lua/ickadd.lua reads
+
+
+def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
+    """ickadd's one argument: per member its score (double), byte length (uint32), bytes.
+
+    One argument instead of two per member: redis-py packs it 4x faster than 2,000 small
+    ones and Redis parses it faster too (measured in bench/bench_core.py).
+    """
+    parts: list[bytes] = []
+    member: Any = None
+    score: Any = None
+    try:
+        for member, score in zip(members, scores, strict=True):
+            data = member if type(member) is bytes else str(member).encode(
+                "utf-8", "surrogateescape")
+            parts += (_HEAD(score, len(data)), data)
+            if score != score:  # NaN: Redis would refuse the whole call
+                raise struct.error("NaN")
+    except struct.error as exc:
+        raise IckConfigError(
+            f"the score of member {member!r} must be a number, got {score!r}") from exc
+    except ValueError as exc:  # zip(strict=True)
+        raise IckConfigError(f"{len(members)} members but {len(scores)} scores") from exc
+    return b"".join(parts)
+
+
+def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = CHUNK
+                ) -> list[bytes]:
+    """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each."""
+    return [pack_pairs(members[i:i + chunk], scores[i:i + chunk])
+            for i in range(0, len(members), chunk)]
+
+
+def queue_packed(pipe: Any, keys: IckKeys, packed: Sequence[bytes]) -> int:
+    """Queue one ickadd call per packed argument on ``pipe``; returns how many."""
+    for arg in packed:
+        scripts.queue(pipe, "ickadd", keys.base, [arg])
+    return len(packed)
 
 
 def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence[float],
               chunk: int = CHUNK) -> int:
     """Queue ickadd calls of at most ``chunk`` members on ``pipe``; returns how many."""
-    calls = 0
-    for start in range(0, len(members), chunk):
-        end = start + chunk
-        scripts.queue(pipe, "ickadd", keys.base, _flat_args(members[start:end], scores[start:end]))
-        calls += 1
-    return calls
+    return queue_packed(pipe, keys, pack_chunks(members, scores, chunk))
 
 
 def queue_add_now(pipe: Any, keys: IckKeys, members: Sequence[Any], chunk: int = CHUNK) -> int:
@@ -83,11 +112,9 @@ class Ick:
         """
         if not mapping:
             return (0, 0)
-        members = [text(m) for m in mapping]
-        scores = [float(s) for s in mapping.values()]
+        packed = pack_chunks(list(mapping), list(mapping.values()), chunk)  # checks scores
         replies = scripts.pipelined(
-            self.client, ["ickadd"],
-            lambda pipe: queue_add(pipe, self.keys, members, scores, chunk),
+            self.client, ["ickadd"], lambda pipe: queue_packed(pipe, self.keys, packed)
         )
         return sum_adds(replies)
 
@@ -198,20 +225,22 @@ class ShardedIck:
 
     def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
         """Add members to their shards in one pipelined round trip; returns (new, changed)."""
-        return self.add_pairs([text(m) for m in mapping], [float(s) for s in mapping.values()],
-                              chunk)
+        return self.add_pairs([text(m) for m in mapping], list(mapping.values()), chunk)
 
     def add_pairs(self, members: Sequence[str], scores: Sequence[float],
                   chunk: int = CHUNK) -> tuple[int, int]:
         """Add ``members[i]`` with ``scores[i]``; one round trip; returns (new, changed)."""
+        if len(members) != len(scores):
+            raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
         if not members:
             return (0, 0)
+        packed = {i: pack_chunks(ms, ss, chunk)  # checks scores before touching Redis
+                  for i, (ms, ss) in self.group(members, scores).items()}
         self.check_shards()
-        groups = self.group(members, scores)
 
         def build(pipe: Any) -> None:
-            for i, (ms, ss) in groups.items():
-                queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
+            for i, args in packed.items():
+                queue_packed(pipe, self._icks[i].keys, args)
 
         return sum_adds(scripts.pipelined(self.client, ["ickadd"], build))
 

@@ -71,6 +71,8 @@ def translate(exc: redis.RedisError) -> IckError:
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError)):
         return connection_error(exc)
     message = str(exc)
+    if message.startswith("Command # ") and " of pipeline caused error: " in message:
+        message = message.split(" of pipeline caused error: ", 1)[1]  # no arguments echoed
     if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua
         message = message[message.index("ICK ") + 4:]
     # Redis 7 appends the script location to errors raised inside scripts
