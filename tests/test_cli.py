@@ -150,6 +150,24 @@ def test_watch_refreshes_until_interrupted(redis_url, client):
         process.wait()
 
 
+def test_dehydrator_commands(redis_url):
+    def dh(*args: str) -> subprocess.CompletedProcess[str]:
+        return cli("dehydrator", *args, url=redis_url)
+
+    assert dh("ttn", "parked").stdout.strip() == "-1"
+    assert dh("push", "parked", "id1", "hello world", "--ttl", "1h").returncode == 0
+    assert dh("look", "parked", "id1").stdout == "hello world\n"
+    assert 3_500_000 < int(dh("ttn", "parked").stdout) <= 3_600_000
+    assert "id1" in failed(dh("push", "parked", "id1", "again", "--ttl", "1s"), 1)
+    assert dh("pull", "parked", "id1").stdout == "hello world\n"
+    assert "no id 'id1'" in failed(dh("pull", "parked", "id1"), 3)
+    assert "no id 'id1'" in failed(dh("look", "parked", "id1"), 3)
+    assert dh("push", "parked", "id2", "now", "--delay", "0ms").returncode == 0
+    assert dh("ttn", "parked").stdout.strip() == "0"
+    assert "1 shards recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
+    assert "duration" in failed(dh("push", "parked", "id3", "x", "--ttl", "soon"), 2)
+
+
 def test_without_rich_json_still_works(redis_url, client):
     Ick(client, "q").add({"a": 1})
     run = ("import sys; sys.modules['rich'] = None; from pyspark_ick.cli import main; "

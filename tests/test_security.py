@@ -131,6 +131,23 @@ def test_acl_user_runs_the_reservation_log(acl_url, client):
     assert client.dbsize() == 0
 
 
+def test_acl_user_runs_the_dehydrator(acl_url, client):
+    from pyspark_ick.dehydrator import Dehydrator
+
+    parked = Dehydrator(connect(acl_url), "parked", 2)
+    parked.push("due", "now", 0)
+    parked.push("later", "in an hour", 3_600_000)
+    assert parked.look("later") == "in an hour" and parked.ttn() == 0
+    claims = parked.shard(parked.shard_of("due"))
+    token = claims.lease.acquire("source", 30_000)
+    last, moved = claims.reserve(None, 0, "source", token, 30_000)
+    assert moved == 1 and [element for _, _, element in claims.read(0, last)] == ["now"]
+    assert claims.commit(last, "source", token, 30_000) == last
+    assert parked.pull("later") == "in an hour" and parked.ttn() == -1
+    parked.delete()
+    assert client.dbsize() == 0
+
+
 def test_acl_user_is_refused_everything_else(acl_url, client):
     restricted = connect(acl_url)
     with pytest.raises(IckScriptError, match="no permissions"):
