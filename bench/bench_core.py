@@ -4,10 +4,11 @@
     commands of 1,000 members each (the raw baseline), against ``Ick.add`` of the same
     mapping (pipelined ickadd calls of ``ick.CHUNK`` members); fresh keys every repetition,
     the two alternated, best of ``--repeat``. Target: Ick.add throughput >= 0.85x raw.
-    ``--chunks 500,1000,2000,4000`` also times Ick.add per chunk size (how CHUNK was chosen).
-(2) ``reserve(1000)`` with 10^3, 10^5, 10^6 members queued; each measurement is followed by
-    an untimed commit (and a refill at 10^3) so it reserves fresh members. Target: the
-    median cost at 10^6 <= 1.5x the median cost at 10^3.
+    The CPU rows (this process + redis-server, best of the same runs) tell a real gap from
+    a busy neighbour. ``--chunks 500,1000,2000,4000`` also times Ick.add per chunk size.
+(2) ``reserve(1000)`` with 10^3, 10^5, 10^6 members queued (three Icks side by side,
+    sampled round-robin); each sample is followed by an untimed commit (and a refill at
+    10^3) so it reserves fresh members. Target: median at 10^6 <= 1.5x median at 10^3.
 
 Run: ``python bench/bench_core.py`` (``--quick`` for a small smoke run). Starts its own
 redis-server via pyspark_ick.testing; never touches a running server.
