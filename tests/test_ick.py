@@ -59,6 +59,8 @@ def test_a_bad_score_is_refused_before_redis(score: Any) -> None:
         ShardedIck(nowhere, "scores", 4).add({"a": 1.0, "b": score})
     with pytest.raises(IckConfigError, match="2 members but 1 scores"):
         ShardedIck(nowhere, "scores", 4).add_pairs(["a", "b"], [1.0])
+    with pytest.raises(IckConfigError, match="chunk must be a positive integer, got 0"):
+        Ick(nowhere, "scores").add({"a": 1.0}, chunk=0)
 
 
 def test_script_errors_in_a_pipeline_do_not_echo_arguments(client: Any) -> None:

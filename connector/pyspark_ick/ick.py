@@ -55,6 +55,8 @@ def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
 def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = CHUNK
                 ) -> list[bytes]:
     """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each."""
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
     return [pack_pairs(members[i:i + chunk], scores[i:i + chunk])
             for i in range(0, len(members), chunk)]
 
