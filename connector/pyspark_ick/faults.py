@@ -1,17 +1,24 @@
-"""Test-only fault hook: kill the process (or a whole process group) at a named point.
+"""Test-only fault hook: crash at a named point of the streaming protocol.
 
-``fault(point)`` does nothing unless the environment variable ``PYSPARK_ICK_FAULT`` equals
-``point``. Then, on the Nth hit (``PYSPARK_ICK_FAULT_AFTER``, default 1; hits are counted
-in the file ``PYSPARK_ICK_FAULT_COUNTER`` when set, so Spark's Python workers share one
-count, else per process), it sends SIGKILL to process group ``PYSPARK_ICK_FAULT_KILL``
-when set (a crash test's child makes itself a group leader, so its JVM and every Python
-worker die at once, like ``kill -9`` of the driver) and then calls ``os._exit(137)``.
+``fault(point)`` does nothing unless a fault is armed for ``point``: the environment
+variable ``PYSPARK_ICK_FAULT`` names it (with ``PYSPARK_ICK_FAULT_AFTER``, default 1, and
+``PYSPARK_ICK_FAULT_KILL``), or the file named by ``PYSPARK_ICK_FAULT_FILE`` holds
+``point after kill`` (a crash test re-arms it between queries without restarting Spark,
+whose Python workers inherit their environment from the JVM). On the Nth hit (counted in
+the file ``PYSPARK_ICK_FAULT_COUNTER`` when set, so Spark's Python processes share one
+count, else per process) it acts by ``kill``:
 
-Points of the streaming readers: ``after_reserve`` (reserved, before Spark writes the
-offset log), ``before_read`` (offset log written, planning the batch), ``during_read``
-(after the first RecordBatch of a partition), ``before_commit`` (Spark wrote the commit
-log and calls the source's commit). Points inside Spark (after the sink ran, before the
-commit log) are hit from the test's own foreachBatch.
+- ``exit`` (default): ``os._exit(137)``: the process at the point dies (a Python worker or
+  the reader's driver-side process: Spark fails the query).
+- ``raise``: raises FaultInjected (for points in the query's own driver process, such as a
+  foreachBatch function: the query fails there).
+- a process group id: SIGKILL to that group first (a crash test's child makes itself a
+  group leader, so the JVM and every Python process die at once, like ``kill -9``).
+
+Points of the stream readers: ``after_reserve`` (reserved, before Spark writes the offset
+log), ``before_read`` (offset log written, planning the batch), ``during_read`` (after the
+first RecordBatch of a partition), ``before_commit`` (Spark wrote the commit log and
+calls the source's commit). Tests hit ``after_sink`` in their own foreachBatch.
 """
 
 from __future__ import annotations
@@ -23,10 +30,36 @@ from collections import Counter
 _hits: Counter[str] = Counter()
 
 
+class FaultInjected(RuntimeError):
+    """Raised by ``fault`` when the armed fault says ``raise``."""
+
+
+def armed() -> tuple[str, int, str] | None:
+    """(point, after, kill) of the armed fault, or None."""
+    path = os.environ.get("PYSPARK_ICK_FAULT_FILE")
+    if path:
+        try:
+            with open(path) as f:
+                words = f.read().split()
+        except FileNotFoundError:
+            return None
+        if not words:
+            return None
+        words += ["1", "exit"][len(words) - 1:]
+        return words[0], int(words[1]), words[2]
+    point = os.environ.get("PYSPARK_ICK_FAULT")
+    if not point:
+        return None
+    return (point, int(os.environ.get("PYSPARK_ICK_FAULT_AFTER", "1")),
+            os.environ.get("PYSPARK_ICK_FAULT_KILL") or "exit")
+
+
 def fault(point: str) -> None:
-    """Crash here if the environment asks for it (see the module docstring)."""
-    if os.environ.get("PYSPARK_ICK_FAULT") != point:
+    """Crash here if a fault is armed for ``point`` (see the module docstring)."""
+    spec = armed()
+    if spec is None or spec[0] != point:
         return
+    _, after, kill = spec
     counter = os.environ.get("PYSPARK_ICK_FAULT_COUNTER")
     if counter:
         with open(counter, "ab") as f:
@@ -35,9 +68,10 @@ def fault(point: str) -> None:
     else:
         _hits[point] += 1
         hits = _hits[point]
-    if hits < int(os.environ.get("PYSPARK_ICK_FAULT_AFTER", "1")):
+    if hits != after:
         return
-    group = os.environ.get("PYSPARK_ICK_FAULT_KILL")
-    if group:
-        os.killpg(int(group), signal.SIGKILL)
+    if kill == "raise":
+        raise FaultInjected(f"fault injected at {point}")
+    if kill != "exit":
+        os.killpg(int(kill), signal.SIGKILL)
     os._exit(137)
