@@ -1,0 +1,429 @@
+"""DataSource "dehydrator": batch and streaming sink, streaming source (DESIGN §6).
+
+Sink: columns ``element`` (string or binary), optional ``id`` (string or integer) and the
+due time from exactly one of option ``delay``, column ``delayMs`` or column ``releaseAt``
+(timestamp). Options and schema are validated and the shard count checked on the driver;
+each task then parks its rows with one pipelined round trip per Arrow batch. Without an
+``id`` column the id is a hash of the element: a retried task or a replayed micro-batch
+writes the same ids, so ``onDuplicate=keep`` (the default) makes retries idempotent, and
+an element already parked is not parked twice (write-folding, as in an Ick); give an
+``id`` column to park equal elements separately. ``replace`` re-parks with the new element
+and due time (a retry then moves the due time to the retry's); ``error`` fails the task
+on an id already parked (so a retried task fails too: use it to detect id clashes).
+
+Source: ``readStream.format("dehydrator")`` is the generic reservation stream of stream.py
+(DESIGN §4) over the claim log of each shard (dehydrator.ClaimLog): ``latestOffset`` moves
+the due elements of each shard into a numbered claim (they leave the live store), ``read``
+returns the claims of the batch, ``commit`` deletes them; a crash replays exactly the
+claimed elements. Options ``dehydrator`` (required), ``shards``, ``maxElementsPerTrigger``
+(default 100000, split over the shards), ``consumerId``, ``leaseTimeout`` (default 60s),
+``elementType`` (``string`` | ``binary``). Schema: ``id string, element string|binary,
+due timestamp, shard int``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    IntegerType,
+    LongType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ..connection import ConnectionSpec
+from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator
+from ..errors import IckConfigError, IckError
+from ..options import Options
+from .stream import Fence, ReservationStreamReader
+
+FORMAT = "dehydrator"
+MAX_CHUNK = 100_000
+ROWS_PER_BATCH = 65536
+
+log = logging.getLogger("pyspark_ick")
+
+INTEGERS = (ByteType, ShortType, IntegerType, LongType)
+COLUMNS = {"id": (StringType, *INTEGERS), "element": (StringType, BinaryType),
+           "delayms": INTEGERS, "releaseat": (TimestampType,)}
+EXPECTED = {"id": "string or integer", "element": "string or binary",
+            "delayms": "an integer (milliseconds)", "releaseat": "timestamp"}
+
+
+def source_schema(binary: bool = False) -> StructType:
+    """``id string, element string|binary, due timestamp, shard int``."""
+    return StructType([
+        StructField("id", StringType(), False),
+        StructField("element", BinaryType() if binary else StringType(), False),
+        StructField("due", TimestampType(), False),
+        StructField("shard", IntegerType(), False),
+    ])
+
+
+def arrow_schema(binary: bool = False) -> pa.Schema:
+    """source_schema() as Arrow (what ``read`` yields)."""
+    return pa.schema([
+        pa.field("id", pa.string(), False),
+        pa.field("element", pa.binary() if binary else pa.string(), False),
+        pa.field("due", pa.timestamp("us", "UTC"), False),
+        pa.field("shard", pa.int32(), False),
+    ])
+
+
+class DefaultSource(DataSource):
+    """``format("dehydrator")``: a delayed re-release store as a Spark sink and source."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return source_schema(element_type(Options(self.options, FORMAT)) == "binary")
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return DehydratorBatchWriter(prepare(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool
+                     ) -> DataSourceStreamArrowWriter:
+        return DehydratorStreamWriter(prepare(self.options, schema, overwrite))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return stream_reader(self.options, schema)
+
+
+def element_type(opts: Options) -> str:
+    return opts.choice("elementType", ("string", "binary"), "string")
+
+
+# --- the sink, on the driver: options, schema, shard count ----------------------------
+
+
+@dataclass(frozen=True)
+class DehydratorSink:
+    """A validated write plan (picklable): where to park and how to read the columns."""
+
+    connection: ConnectionSpec
+    dehydrator: str
+    shards: int
+    on_duplicate: str
+    element: str
+    id: str | None  # None: the id is a hash of the element
+    delay_ms: int | None  # option delay
+    delay_column: str | None
+    release_column: str | None
+    chunk: int
+
+    def target(self) -> Dehydrator:
+        """The logical dehydrator, through this process's client."""
+        return Dehydrator(self.connection.client(), self.dehydrator, self.shards)
+
+
+def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
+    """Validate options and schema; raises IckConfigError naming the option or column."""
+    opts = Options(options, FORMAT)
+    found: dict[str, str] = {}
+    for field in schema.fields:
+        kind = field.name.lower()
+        if kind not in COLUMNS:
+            raise IckConfigError(
+                f"format('dehydrator'): unexpected column {field.name!r}; expected element, "
+                "an optional id and one of delayMs or releaseAt (select only those)")
+        if kind in found:
+            raise IckConfigError(f"format('dehydrator'): two columns named {field.name!r}")
+        if not isinstance(field.dataType, COLUMNS[kind]):
+            raise IckConfigError(
+                f"format('dehydrator'): column {field.name!r} has type "
+                f"{field.dataType.simpleString()}; expected {EXPECTED[kind]}")
+        found[kind] = field.name
+    if "element" not in found:
+        raise IckConfigError(
+            "format('dehydrator') needs a column 'element' (string or binary); columns: "
+            + (", ".join(schema.fieldNames()) or "none"))
+    delay_ms = opts.duration_ms("delay", None)
+    given = [what for what, present in (
+        ("option 'delay'", delay_ms is not None), ("column 'delayMs'", "delayms" in found),
+        ("column 'releaseAt'", "releaseat" in found)) if present]
+    if len(given) != 1:
+        which = " and ".join(given) if given else "none of them"
+        raise IckConfigError(
+            "format('dehydrator') needs exactly one of option 'delay' (e.g. \"30s\"), "
+            f"column 'delayMs' or column 'releaseAt' to set the due time; got {which}")
+    return DehydratorSink(
+        connection=opts.connection(),
+        dehydrator=opts.name("dehydrator"),
+        shards=opts.integer("shards", 1, minimum=1, maximum=16384),
+        on_duplicate=opts.choice("onDuplicate", ON_DUPLICATE, "keep"),
+        element=found["element"],
+        id=found.get("id"),
+        delay_ms=delay_ms,
+        delay_column=found.get("delayms"),
+        release_column=found.get("releaseat"),
+        chunk=opts.integer("chunkSize", CHUNK, minimum=1, maximum=MAX_CHUNK),
+    )
+
+
+def prepare(options: Mapping[str, Any], schema: StructType, overwrite: bool
+            ) -> DehydratorSink:
+    """The validated plan, with the shard count checked in Redis (driver side)."""
+    if overwrite:
+        raise IckConfigError(
+            "format('dehydrator') supports only mode('append') (streaming: append or "
+            "update); to empty a dehydrator call pyspark_ick.Dehydrator(...).delete()")
+    sink = plan(options, schema)
+    sink.target().check_shards()
+    return sink
+
+
+# --- the sink, in the tasks: Arrow batches to pipelined dh_push -----------------------
+
+
+def content_id(element: str | bytes) -> str:
+    """The id of an element written without an id: 32 hex digits of its BLAKE2b hash."""
+    data = element.encode("utf-8") if isinstance(element, str) else element
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _no_nulls(column: pa.Array, name: str, sink: DehydratorSink, rows: int) -> None:
+    if n := column.null_count:
+        raise IckError(
+            f"format('dehydrator') into {sink.dehydrator!r}: column {name!r} has {n} null "
+            f"value{'s' * (n != 1)} in a batch of {rows} rows; every row needs one")
+
+
+def convert(batch: pa.RecordBatch, sink: DehydratorSink
+            ) -> tuple[list[str], list[Any], list[int], bool]:
+    """ids, elements, times and whether the times are due times (else delays) of a batch.
+
+    Raises IckError naming the column before anything of the batch is written.
+    """
+    rows = batch.num_rows
+    column = batch.column(sink.element)
+    _no_nulls(column, sink.element, sink, rows)
+    elements = column.to_pylist()
+    if sink.id is None:
+        ids = [content_id(e) for e in elements]
+    else:
+        column = batch.column(sink.id)
+        _no_nulls(column, sink.id, sink, rows)
+        ids = pc.cast(column, pa.string()).to_pylist()
+    if sink.delay_ms is not None:
+        return ids, elements, [sink.delay_ms] * rows, False
+    if sink.delay_column is not None:
+        column = pc.cast(batch.column(sink.delay_column), pa.int64())
+        _no_nulls(column, sink.delay_column, sink, rows)
+        if (n := int(pc.sum(pc.less(column, 0)).as_py() or 0)):
+            raise IckError(
+                f"format('dehydrator') into {sink.dehydrator!r}: column "
+                f"{sink.delay_column!r} has {n} negative value{'s' * (n != 1)} in a batch "
+                f"of {rows} rows; a delay is a number of milliseconds >= 0")
+        return ids, elements, column.to_pylist(), False
+    assert sink.release_column is not None
+    column = batch.column(sink.release_column)
+    _no_nulls(column, sink.release_column, sink, rows)
+    per_ms = {"s": 1 / 1000, "ms": 1, "us": 1000, "ns": 1_000_000}[column.type.unit]
+    ticks = pc.cast(column, pa.int64())
+    due = ticks if per_ms == 1 else pc.cast(pc.floor(pc.divide(ticks, float(per_ms))),
+                                            pa.int64())
+    return ids, elements, due.to_pylist(), True
+
+
+@dataclass
+class DehydratorCommitMessage(WriterCommitMessage):
+    """What one task did: rows seen, ids parked new, ids that were parked already."""
+
+    rows: int = 0
+    new: int = 0
+    existing: int = 0
+
+    def __add__(self, other: DehydratorCommitMessage) -> DehydratorCommitMessage:
+        return DehydratorCommitMessage(self.rows + other.rows, self.new + other.new,
+                                       self.existing + other.existing)
+
+    def __str__(self) -> str:
+        return f"{self.rows} rows: {self.new} new, {self.existing} already parked"
+
+
+def write_batches(sink: DehydratorSink, batches: Iterable[pa.RecordBatch]
+                  ) -> DehydratorCommitMessage:
+    """Park every row of ``batches``: one pipelined round trip per Arrow batch."""
+    target = sink.target()
+    done = DehydratorCommitMessage()
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        ids, elements, times, at = convert(batch, sink)
+        new, existing = target.park(ids, elements, times, at=at,
+                                    on_duplicate=sink.on_duplicate, chunk=sink.chunk)
+        done += DehydratorCommitMessage(batch.num_rows, new, existing)
+    return done
+
+
+def _total(messages: Sequence[WriterCommitMessage | None]) -> DehydratorCommitMessage:
+    total = DehydratorCommitMessage()
+    for message in messages:
+        if isinstance(message, DehydratorCommitMessage):
+            total += message
+    return total
+
+
+class DehydratorBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("dehydrator")``."""
+
+    def __init__(self, sink: DehydratorSink) -> None:
+        self.sink = sink
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DehydratorCommitMessage:
+        return write_batches(self.sink, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("format('dehydrator') parked in %r: %s", self.sink.dehydrator,
+                 _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning("format('dehydrator') write to %r aborted; finished tasks parked %s",
+                    self.sink.dehydrator, _total(messages))
+
+
+class DehydratorStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("dehydrator")``: a replayed batch parks the same ids again."""
+
+    def __init__(self, sink: DehydratorSink) -> None:
+        self.sink = sink
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> DehydratorCommitMessage:
+        return write_batches(self.sink, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("format('dehydrator') batch %d parked in %r: %s", batchId,
+                 self.sink.dehydrator, _total(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("format('dehydrator') batch %d to %r aborted; finished tasks parked %s",
+                    batchId, self.sink.dehydrator, _total(messages))
+
+
+# --- the source: claims as micro-batches (stream.py's protocol) ----------------------
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The options of readStream.format("dehydrator"), validated on the driver."""
+
+    connection: ConnectionSpec
+    dehydrator: str
+    shards: int
+    max_per_trigger: int
+    consumer_id: str | None
+    lease_ms: int
+    binary: bool
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
+        o = Options(raw, FORMAT)
+        lease_ms = o.duration_ms("leaseTimeout", 60_000)
+        if lease_ms is None or lease_ms < 100:
+            raise IckConfigError("format('dehydrator') option 'leaseTimeout': expected a "
+                                 f"duration of at least 100ms, got {o.string('leaseTimeout')!r}")
+        return cls(
+            connection=o.connection(),
+            dehydrator=o.name("dehydrator"),
+            shards=o.integer("shards", 1, minimum=1, maximum=16384),
+            max_per_trigger=o.integer("maxElementsPerTrigger", 100_000, minimum=1),
+            consumer_id=o.string("consumerId"),
+            lease_ms=lease_ms,
+            binary=element_type(o) == "binary",
+        )
+
+    def target(self) -> Dehydrator:
+        return Dehydrator(self.connection.client(), self.dehydrator, self.shards,
+                          decode=not self.binary)
+
+
+class DehydratorShardLog:
+    """stream.py's ShardLog over the claim log of one dehydrator shard."""
+
+    def __init__(self, opts: SourceOptions, shard: int) -> None:
+        self.shard = shard
+        self.binary = opts.binary
+        self.log = opts.target().shard(shard)
+        self.label = self.log.label
+
+    def acquire_lease(self, owner: str, ttl_ms: int) -> int:
+        return self.log.lease.acquire(owner, ttl_ms)
+
+    def renew_lease(self, fence: Fence) -> None:
+        self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
+
+    def release_lease(self, fence: Fence) -> None:
+        self.log.lease.release(fence.owner, fence.token)
+
+    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
+        return self.log.reserve(limit, after, fence.owner, fence.token, fence.ttl_ms)
+
+    def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
+        entries = self.log.read(start, end)
+        if not entries:
+            return
+        ids, dues, elements = zip(*entries, strict=True)
+        table = pa.Table.from_arrays([
+            pa.array(ids, pa.string()),
+            pa.array(elements, pa.binary() if self.binary else pa.string()),
+            pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
+                pa.timestamp("us", "UTC")),
+            pa.array([self.shard] * len(ids), pa.int32()),
+        ], schema=arrow_schema(self.binary))
+        yield from table.to_batches(ROWS_PER_BATCH)
+
+    def commit_through(self, number: int, fence: Fence) -> None:
+        self.log.commit(number, fence.owner, fence.token, fence.ttl_ms)
+
+    def last_committed(self) -> int:
+        return self.log.last_committed()
+
+    def backlog(self) -> int:
+        return self.log.backlog()
+
+
+class DehydratorStreamReader(ReservationStreamReader):
+    """``spark.readStream.format("dehydrator")``: due elements, claimed per shard."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        super().__init__(shards=opts.shards, max_per_trigger=opts.max_per_trigger,
+                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id)
+        self.opts = opts
+
+    def prepare(self) -> None:
+        self.opts.target().check_shards()
+
+    def open_log(self, shard: int) -> DehydratorShardLog:
+        return DehydratorShardLog(self.opts, shard)
+
+
+def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorStreamReader:
+    """The stream reader; the schema must be source_schema() (per option elementType)."""
+    opts = SourceOptions.parse(options)
+    expected = source_schema(opts.binary)
+    if schema.simpleString() != expected.simpleString():
+        raise IckConfigError(f"readStream.format('dehydrator') has the fixed schema "
+                             f"{expected.simpleString()} (option elementType), got "
+                             f"{schema.simpleString()}")
+    return DehydratorStreamReader(opts)
