@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -24,8 +26,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pyspark_ick import Ick, IckConfigError, ShardedIck, connect
-from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer
+from pyspark_ick import Ick, IckConfigError, ShardedIck, connect, shard_of
+from pyspark_ick.ick import pack_buffers, pack_chunks
+from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer, split, string_buffers
 from pyspark_ick.testing import redis_server
 
 MS = StructType([StructField("member", StringType()), StructField("score", DoubleType())])
@@ -145,6 +148,22 @@ def test_overwrite_empties_every_shard_first(spark, redis_url, client):
     save(spark.createDataFrame([("z", 2.0)], MS), redis_url, "overwrite", ick="ow", shards=4)
     assert pset(client, "ow", 4) == {"z": 2.0}
     assert ShardedIck(client, "ow", 4).stats()["total_size"] == 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=8), st.floats(allow_nan=False)), min_size=1,
+                max_size=40),
+       st.integers(0, 3), st.integers(1, 5), st.integers(1, 9))
+def test_columns_pack_like_pack_pairs_in_every_shard(rows, lead, shards, chunk):
+    members = pa.array(["x"] * lead + [m for m, _ in rows])[lead:]  # a non-zero offset
+    scores = pa.array([s for _, s in rows], pa.float64())
+    parts = split(members, scores, shards)
+    assert sum(len(m) for m, _ in parts.values()) == len(rows)
+    for shard, (ms, ss) in parts.items():
+        names, values = ms.to_pylist(), ss.to_pylist()
+        assert all(shard_of(m, shards) == shard for m in names)
+        packed = pack_buffers(*string_buffers(ms), ss.to_numpy(), chunk)
+        assert packed == pack_chunks(names, values, chunk)
 
 
 BAD_OPTIONS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from . import scripts
@@ -26,6 +27,7 @@ def pairs(flat: Sequence[Any]) -> Pairs:
 
 
 _HEAD = struct.Struct("<dI").pack  # score, member length: the layout lua/ickadd.lua reads
+_HEAD_SIZE = struct.calcsize("<dI")
 
 
 def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
@@ -59,6 +61,31 @@ def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = CH
         raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
     return [pack_pairs(members[i:i + chunk], scores[i:i + chunk])
             for i in range(0, len(members), chunk)]
+
+
+def pack_buffers(offsets: Any, data: Any, scores: Any, chunk: int = CHUNK) -> list[bytes]:
+    """``pack_chunks`` for columns in numpy arrays (Arrow's layout), vectorized.
+
+    Member ``i`` is ``data[offsets[i]:offsets[i + 1]]`` (UTF-8 bytes), its score
+    ``scores[i]`` (float64, no NaN: check first).
+    """
+    import numpy as np
+
+    n = len(scores)
+    first = int(offsets[0])
+    lengths = np.diff(offsets)
+    starts = np.arange(n, dtype=np.int64) * _HEAD_SIZE + (offsets[:-1] - first)
+    head = np.empty(n, np.dtype([("score", "<f8"), ("length", "<u4")]))
+    head["score"], head["length"] = scores, lengths
+    out = np.empty(n * _HEAD_SIZE + int(offsets[-1]) - first, np.uint8)
+    at = (starts[:, None] + np.arange(_HEAD_SIZE)).ravel()
+    body = np.ones(len(out), bool)
+    body[at] = False
+    out[at] = head.view(np.uint8)
+    out[body] = data[first:int(offsets[-1])]
+    packed = out.tobytes()
+    cuts = [int(c) for c in starts[::chunk]] + [len(packed)]
+    return [packed[a:b] for a, b in pairwise(cuts)]
 
 
 def queue_packed(pipe: Any, keys: IckKeys, packed: Sequence[bytes]) -> int:
@@ -262,6 +289,16 @@ class ShardedIck:
                     queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
 
         return sum_adds(scripts.pipelined(self.client, ["ickadd", "ickadd_now"], build))
+
+    def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
+        """Add ickadd arguments already packed (``pack_buffers``) per shard; one round trip."""
+        self.check_shards()
+
+        def build(pipe: Any) -> None:
+            for i, packed in groups.items():
+                queue_packed(pipe, self._icks[i].keys, packed)
+
+        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build))
 
     def group(self, members: Sequence[str], scores: Sequence[float]
               ) -> dict[int, tuple[list[str], list[float]]]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -45,7 +46,7 @@ from pyspark.sql.types import (
 
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
-from ..ick import ShardedIck
+from ..ick import ShardedIck, pack_buffers
 from ..keys import shard_of
 from ..options import Options
 
@@ -247,26 +248,43 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
             skipped)
 
 
-def group(members: pa.Array, scores: pa.Array | None, shards: int
-          ) -> dict[int, tuple[list[str], list[float] | None]]:
-    """``{shard: (members, scores)}`` as Python lists, grouped column-wise."""
+def split(members: pa.Array, scores: pa.Array | None, shards: int
+          ) -> dict[int, tuple[pa.Array, pa.Array | None]]:
+    """``{shard: (members, scores)}``: the columns sorted by shard and sliced (no copies)."""
     if shards == 1:
-        return {0: (members.to_pylist(), None if scores is None else scores.to_pylist())}
+        return {0: (members, scores)}
     ids = pa.array([shard_of(m, shards) for m in members.to_pylist()], pa.int32())
     order = pc.sort_indices(ids)  # stable
-    counts = Counter(ids.to_pylist())
-    sorted_members = members.take(order)
-    sorted_scores = None if scores is None else scores.take(order)
-    out: dict[int, tuple[list[str], list[float] | None]] = {}
+    members = members.take(order)
+    scores = None if scores is None else scores.take(order)
+    out: dict[int, tuple[pa.Array, pa.Array | None]] = {}
     start = 0
-    for shard in sorted(counts):
-        count = counts[shard]
-        out[shard] = (
-            sorted_members.slice(start, count).to_pylist(),
-            None if sorted_scores is None else sorted_scores.slice(start, count).to_pylist(),
-        )
+    for shard, count in sorted(Counter(ids.to_pylist()).items()):
+        out[shard] = (members.slice(start, count),
+                      None if scores is None else scores.slice(start, count))
         start += count
     return out
+
+
+def string_buffers(members: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and UTF-8 bytes of a string array, as numpy views of Arrow's buffers."""
+    _, offsets, data = members.buffers()
+    first = members.offset
+    return (np.frombuffer(offsets, np.int32)[first:first + len(members) + 1],
+            np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
+
+
+def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: int
+        ) -> tuple[int, int]:
+    """Add one batch's rows to their shards in one round trip; returns (new, changed)."""
+    parts = split(members, scores, sharded.shards)
+    if scores is None:
+        return sharded.add_groups({i: (m.to_pylist(), None) for i, (m, _) in parts.items()},
+                                  chunk)
+    return sharded.add_packed({
+        i: pack_buffers(*string_buffers(m), s.to_numpy(zero_copy_only=False), chunk)
+        for i, (m, s) in parts.items() if s is not None
+    })
 
 
 def write_batches(sink: IckSink, batches: Iterable[pa.RecordBatch]) -> IckCommitMessage:
@@ -277,7 +295,7 @@ def write_batches(sink: IckSink, batches: Iterable[pa.RecordBatch]) -> IckCommit
         if batch.num_rows == 0:
             continue
         members, scores, skipped = convert(batch, sink)
-        new, changed = sharded.add_groups(group(members, scores, sink.shards), sink.chunk)
+        new, changed = add(sharded, members, scores, sink.chunk)
         done += IckCommitMessage(batch.num_rows, new, changed, skipped)
     return done
 
