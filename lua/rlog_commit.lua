@@ -15,6 +15,14 @@ local committed = tonumber(redis.call('HGET', rlog, 'committed') or 0)
 local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)
 local through = math.min(tonumber(ARGV[1]), reserved)
 if through <= committed then return committed end
+if through == reserved then  -- no later reservation holds anything: a server-side diff
+  local closed = {}
+  for r = committed + 1, through do closed[#closed + 1] = prefix .. r end
+  redis.call('ZDIFFSTORE', cset, #closed + 1, cset, unpack(closed))
+  redis.call('DEL', unpack(closed))
+  redis.call('HSET', rlog, 'committed', through)
+  return through
+end
 for r = committed + 1, through do
   local gone = {}
   for _, m in ipairs(redis.call('ZRANGE', prefix .. r, 0, -1)) do

@@ -24,9 +24,11 @@ local limit = tonumber(ARGV[1])
 if limit < 0 then limit = redis.call('ZCARD', KEYS[2]) end
 for r = after + 1, reserved do limit = limit - redis.call('ZCARD', prefix .. r) end
 if limit <= 0 then return {reserved, 0} end
-local popped = flip(redis.call('ZPOPMIN', KEYS[2], limit))
-if #popped == 0 then return {reserved, 0} end
+-- server-side copies (no Lua tables): fast for big reservations
+local manifest = prefix .. (reserved + 1)
+local moved = redis.call('ZRANGESTORE', manifest, KEYS[2], 0, limit - 1)
+if moved == 0 then return {reserved, 0} end
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, moved - 1)
+redis.call('ZUNIONSTORE', KEYS[3], 2, KEYS[3], manifest, 'AGGREGATE', 'MIN')
 reserved = redis.call('HINCRBY', rlog, 'reserved', 1)
-zadd_lt(prefix .. reserved, popped, 1, #popped)
-zadd_lt(KEYS[3], popped, 1, #popped)
-return {reserved, #popped / 2}
+return {reserved, moved}

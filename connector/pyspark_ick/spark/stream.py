@@ -27,7 +27,10 @@ one left open; ``latestOffset(start, limit)`` reserves per shard its share of th
 reserved leaves the offset as it is, so Spark runs no batch; ``partitions`` gives one
 partition per shard whose number moved; ``commit(end)`` commits through ``end`` per shard.
 Spark calls ``commit`` of batch N after ``latestOffset`` of batch N+1, so two batches can
-be open at once: that is why reservations are numbered.
+be open at once: that is why reservations are numbered. Spark asks ``latestOffset(start)``
+only once the batch ending at ``start`` is done (its commit log written), so that call
+commits through ``start`` first: the last batch is acknowledged at the next trigger
+instead of waiting for the next non-empty batch (and Trigger.AvailableNow ends clean).
 
 The lease of every shard is taken on the first driver call, renewed by every reserve and
 commit and by a heartbeat thread, and released by ``stop()``. A lease renewed lately
@@ -168,8 +171,15 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             self.prepare()
             logs = [self.open_log(i) for i in range(self.shards)]
             owner = self.consumer_id or f"query-{uuid.uuid4().hex[:12]}"
-            self._fences = [self._acquire(shard_log, owner) for shard_log in logs]
-            self._logs = logs
+            fences: list[Fence] = []
+            try:
+                for shard_log in logs:
+                    fences.append(self._acquire(shard_log, owner))
+            except BaseException:
+                for shard_log, fence in zip(logs, fences, strict=False):
+                    shard_log.release_lease(fence)
+                raise
+            self._logs, self._fences = logs, fences
             self._heartbeat = threading.Thread(target=self._beat, daemon=True,
                                                name="pyspark-ick-lease-heartbeat")
             self._heartbeat.start()

@@ -1,0 +1,204 @@
+"""Benchmarks of readStream.format("ick"), each against a raw-Redis baseline of the same run.
+
+drain:   N queued members (1,000,000; --quick 100,000) through readStream -> noop sink
+         (Trigger.AvailableNow), against one Python loop doing reserve 10,000 + read +
+         commit with the same Lua scripts. Throughput ratio target >= 0.7. Runs alternate.
+latency: producers add 1,000 members/s (score = add time) while a query with trigger
+         processingTime=0 runs; p50/p99 of arrival in foreachBatch minus score. Targets
+         p50 <= 250 ms, p99 <= 1 s. The baseline: the same producers and a Python loop
+         reserving, reading and committing as fast as it can.
+
+    python bench/bench_reader.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from typing import Any
+
+from common import Report, percentile
+
+from pyspark_ick import ShardedIck, connect
+from pyspark_ick.keys import shard_names
+from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.testing import redis_server, spark_session
+
+SHARDS = 4
+
+
+def load(client: Any, name: str, n: int) -> None:
+    ick = ShardedIck(client, name, SHARDS)
+    ick.delete()
+    step = 50_000
+    for start in range(0, n, step):
+        members = [f"doc:{i}" for i in range(start, min(n, start + step))]
+        ick.add_pairs(members, [float(i) for i in range(start, start + len(members))])
+
+
+def raw_drain(client: Any, name: str, batch: int = 10_000) -> int:
+    """Reserve ``batch`` per shard round robin, read the manifest, commit: until empty."""
+    logs = [ReservationLog(client, key) for key in shard_names(name, SHARDS)]
+    tokens = [log.lease.acquire("bench", 60_000) for log in logs]
+    numbers = [log.describe()["last_committed"] for log in logs]
+    got = 0
+    busy = True
+    while busy:
+        busy = False
+        for i, log in enumerate(logs):
+            number, moved = log.reserve(batch, numbers[i], "bench", tokens[i], 60_000)
+            if moved:
+                busy = True
+                got += sum(len(flat) // 2 for _, flat in log.read(numbers[i], number))
+                log.commit(number, "bench", tokens[i], 60_000)
+                numbers[i] = number
+    for log, token in zip(logs, tokens, strict=True):
+        log.lease.release("bench", token)
+    return got
+
+
+def stream(spark: Any, url: str, name: str, **options: Any) -> Any:
+    reader = (spark.readStream.format("ick").option("redis.url", url).option("ick", name)
+              .option("shards", SHARDS))
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def stream_drain(spark: Any, url: str, name: str, per_trigger: int) -> None:
+    query = (stream(spark, url, name, maxMembersPerTrigger=per_trigger, consumerId="bench")
+             .writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-")).start())
+    query.awaitTermination()
+
+
+def bench_drain(report: Report, spark: Any, url: str, n: int, repeat: int) -> None:
+    client = connect(url)
+    per_trigger = 250_000
+    raw, spark_s = [], []
+    load(client, "drain", min(n, 20_000))  # warm-up: JIT, Python workers, script loads
+    stream_drain(spark, url, "drain", per_trigger)
+    raw_drain(client, "drain")
+    for _ in range(repeat):
+        load(client, "drain", n)
+        start = time.perf_counter()
+        assert raw_drain(client, "drain") == n
+        raw.append(time.perf_counter() - start)
+        load(client, "drain", n)
+        start = time.perf_counter()
+        stream_drain(spark, url, "drain", per_trigger)
+        spark_s.append(time.perf_counter() - start)
+        assert ShardedIck(client, "drain", SHARDS).stats()["total_size"] == 0
+    report.params.update(members=n, shards=SHARDS, maxMembersPerTrigger=per_trigger)
+    report.add("drain raw loop (reserve 10k + read + commit)", n / min(raw), "members/s")
+    report.compare("drain readStream -> noop", n / min(spark_s), "members/s",
+                   "drain raw loop (reserve 10k + read + commit)", minimum=0.7)
+
+
+class Producer(threading.Thread):
+    """Adds ``rate`` members per second in ticks of 10 ms, score = time of the add."""
+
+    def __init__(self, client: Any, name: str, rate: int) -> None:
+        super().__init__(daemon=True)
+        self.ick = ShardedIck(client, name, SHARDS)
+        self.rate = rate
+        self.stopped = threading.Event()
+        self.count = 0
+
+    def run(self) -> None:
+        tick = 0.01
+        per_tick = max(1, round(self.rate * tick))
+        next_at = time.time()
+        while not self.stopped.is_set():
+            now = time.time()
+            members = [f"m{self.count + i}" for i in range(per_tick)]
+            self.ick.add_pairs(members, [now] * per_tick)
+            self.count += per_tick
+            next_at += tick
+            time.sleep(max(0.0, next_at - time.time()))
+
+
+def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
+    logs = [ReservationLog(client, key) for key in shard_names(name, SHARDS)]
+    tokens = [log.lease.acquire("bench", 60_000) for log in logs]
+    numbers = [log.describe()["last_committed"] for log in logs]
+    delays: list[float] = []
+    end = time.time() + seconds
+    while time.time() < end:
+        for i, log in enumerate(logs):
+            number, moved = log.reserve(100_000, numbers[i], "bench", tokens[i], 60_000)
+            if moved:
+                for _, flat in log.read(numbers[i], number):
+                    now = time.time()
+                    delays += [now - float(s) for s in flat[1::2]]
+                log.commit(number, "bench", tokens[i], 60_000)
+                numbers[i] = number
+    for log, token in zip(logs, tokens, strict=True):
+        log.lease.release("bench", token)
+    return delays
+
+
+def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
+    client = connect(url)
+    ShardedIck(client, "lat", SHARDS).delete()
+    delays: list[float] = []
+
+    def sink(df: Any, _batch: int) -> None:
+        scores = [row.score for row in df.select("score").collect()]
+        now = time.time()
+        delays.extend(now - s for s in scores)
+
+    query = (stream(spark, url, "lat", consumerId="bench-latency").writeStream
+             .foreachBatch(sink).trigger(processingTime="0 seconds")
+             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-")).start())
+    producer = Producer(client, "lat", 1000)
+    try:
+        time.sleep(5)  # warm-up: the first micro-batches plan and start Python workers
+        producer.start()
+        time.sleep(2)
+        delays.clear()
+        time.sleep(seconds)
+        measured = list(delays)
+    finally:
+        producer.stopped.set()
+        producer.join()
+        query.stop()
+    ShardedIck(client, "lat2", SHARDS).delete()
+    base_producer = Producer(client, "lat2", 1000)
+    base_producer.start()
+    try:
+        base = raw_latency(client, "lat2", seconds)
+    finally:
+        base_producer.stopped.set()
+        base_producer.join()
+    report.params.update(rate=1000, seconds=seconds, trigger="processingTime=0")
+    for q, target in ((0.5, 0.25), (0.99, 1.0)):
+        name = f"latency p{round(q * 100)}"
+        report.add(f"{name} raw loop", percentile(base, q) * 1000, "ms")
+        row = report.add(f"{name} readStream -> foreachBatch", percentile(measured, q) * 1000,
+                         "ms")
+        row.target, row.ok = f"<= {target * 1000:.0f} ms", percentile(measured, q) <= target
+    report.add("latency members measured", len(measured), "members")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="100,000 members, 1 round, 10 s")
+    args = parser.parse_args()
+    n, repeat, seconds = (100_000, 1, 10.0) if args.quick else (1_000_000, 2, 30.0)
+    spark = spark_session("bench-reader")
+    spark.sparkContext.setLogLevel("ERROR")
+    with redis_server() as server:
+        drain = Report("reader_drain")
+        bench_drain(drain, spark, server.url, n, repeat)
+        drain.show()
+        latency = Report("reader_latency")
+        bench_latency(latency, spark, server.url, seconds)
+        latency.show()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
