@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -288,15 +289,26 @@ def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: 
 
 
 def write_batches(sink: IckSink, batches: Iterable[pa.RecordBatch]) -> IckCommitMessage:
-    """Add every row of ``batches``: one pipelined round trip per Arrow batch."""
+    """Add every row of ``batches``: one pipelined round trip per Arrow batch.
+
+    A helper thread sends each batch, so the task reads and checks the next batch while
+    Redis works on the last one (at most two batches in memory).
+    """
     sharded = sink.sharded()
     done = IckCommitMessage()
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        members, scores, skipped = convert(batch, sink)
-        new, changed = add(sharded, members, scores, sink.chunk)
-        done += IckCommitMessage(batch.num_rows, new, changed, skipped)
+    with ThreadPoolExecutor(1, thread_name_prefix="ick-writer") as sender:
+        last: tuple[Future[tuple[int, int]], int, int] | None = None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            members, scores, skipped = convert(batch, sink)
+            sent = (sender.submit(add, sharded, members, scores, sink.chunk), batch.num_rows,
+                    skipped)
+            if last is not None:
+                done += IckCommitMessage(last[1], *last[0].result(), last[2])
+            last = sent
+        if last is not None:
+            done += IckCommitMessage(last[1], *last[0].result(), last[2])
     return done
 
 
