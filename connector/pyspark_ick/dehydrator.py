@@ -115,8 +115,10 @@ class Dehydrator:
         return shard_of(text(id), self.shards)
 
     def shard(self, i: int) -> ClaimLog:
-        """The claim log of shard ``i`` (what the streaming source consumes)."""
-        self.check_shards()
+        """The claim log of shard ``i`` (what the streaming source consumes).
+
+        The shard count is not checked here (executors call it): see ``check_shards``.
+        """
         return ClaimLog(self.client, self._keys[i], decode=self.decode, clock=self.clock,
                         label=f"dehydrator {self.name!r} shard {i}")
 
