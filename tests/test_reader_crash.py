@@ -109,7 +109,7 @@ def chain(tmp: Path, url: str, ick: str, children: list[list[list[Any]]],
 def schedules(rng: random.Random) -> tuple[list[Any], list[Any]]:
     """Children of two chains: every point failed 4 times in a running JVM and once by
     kill -9 of the whole child, spread so both chains take about as long."""
-    soft = [[p, rng.randint(1, 2), "raise" if p == "after_sink" else "exit"]
+    soft = [[p, 1, "raise" if p == "after_sink" else "exit"]
             for p in POINTS * 4]
     hard = [[p, rng.randint(1, 3), "group"] for p in POINTS]
     rng.shuffle(soft)
