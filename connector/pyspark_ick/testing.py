@@ -351,6 +351,7 @@ def spark_session(app: str = "pyspark-ick-tests", **conf: str) -> Any:
     """A local[2] SparkSession whose Python workers run this interpreter."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", HOST)  # only loopback, and no warning about it
     from pyspark.sql import SparkSession
 
     builder = (
