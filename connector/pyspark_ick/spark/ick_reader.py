@@ -15,7 +15,8 @@ reserved outside the reservation log, e.g. by a Ruby consumer of the gem).
 
 Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
 ``maxMembersPerTrigger`` (default 100000, split across shards), ``consumerId``,
-``leaseTimeout`` (default ``60s``).
+``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
+micro-batch reads its shards in ``max(1, members // this)`` tasks, at most one per shard).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class ReaderOptions:
     max_per_trigger: int
     consumer_id: str | None
     lease_ms: int
+    min_per_partition: int = 100_000
 
     @classmethod
     def parse(cls, raw: Any) -> ReaderOptions:
@@ -85,6 +87,7 @@ class ReaderOptions:
             max_per_trigger=o.integer("maxMembersPerTrigger", 100_000, minimum=1),
             consumer_id=o.string("consumerId"),
             lease_ms=lease_ms,
+            min_per_partition=o.integer("minMembersPerPartition", 100_000, minimum=1),
         )
 
     def sharded(self) -> ShardedIck:
@@ -162,7 +165,8 @@ class IckStreamReader(ReservationStreamReader):
 
     def __init__(self, opts: ReaderOptions) -> None:
         super().__init__(shards=opts.shards, max_per_trigger=opts.max_per_trigger,
-                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id)
+                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id,
+                         min_per_partition=opts.min_per_partition)
         self.opts = opts
 
     def prepare(self) -> None:

@@ -24,8 +24,11 @@ The protocol: offsets are ``{"<shard>": last reservation number}``; ``initialOff
 the last committed number of each shard, so a new query first re-delivers what an earlier
 one left open; ``latestOffset(start, limit)`` reserves per shard its share of the limit
 (``ReadMaxRows`` split evenly, what a shard leaves unused goes to the others); nothing
-reserved leaves the offset as it is, so Spark runs no batch; ``partitions`` gives one
-partition per shard whose number moved; ``commit(end)`` commits through ``end`` per shard.
+reserved leaves the offset as it is, so Spark runs no batch; ``partitions`` gives the
+shards whose number moved, grouped into partitions of at least ``min_per_partition`` items
+(sizes as reserved by the last ``latestOffset``; a batch it did not reserve, e.g. a replay
+after a restart, gets one partition per shard): a small batch is one task, not one wave of
+tasks per shard; ``commit(end)`` commits through ``end`` per shard.
 Spark calls ``commit`` of batch N after ``latestOffset`` of batch N+1, so two batches can
 be open at once: that is why reservations are numbered. Spark asks ``latestOffset(start)``
 only once the batch ending at ``start`` is done (its commit log written), so that call
@@ -112,6 +115,26 @@ class ShardRange(InputPartition):
     end: int
 
 
+@dataclass(frozen=True)
+class ShardRanges(InputPartition):
+    """One partition of several shards' ranges, read one after the other."""
+
+    ranges: tuple[ShardRange, ...]
+
+
+def group(sizes: dict[int, int], min_per_partition: int) -> list[list[int]]:
+    """Shards (keys of ``sizes``: items each) in ``max(1, total // min_per_partition)``
+    groups (at most one per shard), balanced greedily, largest shard first."""
+    count = max(1, min(len(sizes), sum(sizes.values()) // max(min_per_partition, 1)))
+    groups: list[list[int]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for shard in sorted(sizes, key=lambda i: (-sizes[i], i)):
+        j = loads.index(min(loads))
+        groups[j].append(shard)
+        loads[j] += sizes[shard]
+    return [sorted(g) for g in groups if g]
+
+
 def split(total: int, shards: int, first: int = 0) -> list[int]:
     """``total`` split over ``shards`` as evenly as possible; the remainder goes to the
     shards from ``first`` on (rotated per batch so no shard is always short)."""
@@ -123,9 +146,10 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     """Micro-batches as numbered reservations per shard, with leases and fencing."""
 
     def __init__(self, *, shards: int, max_per_trigger: int, lease_ms: int,
-                 consumer_id: str | None) -> None:
+                 consumer_id: str | None, min_per_partition: int = 100_000) -> None:
         self.shards = shards
         self.max_per_trigger = max_per_trigger
+        self.min_per_partition = min_per_partition
         self.lease_ms = lease_ms
         self.consumer_id = consumer_id
         self._reset()
@@ -147,6 +171,8 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._budget: list[int] | None = None
         self._rotation = 0
         self._latest: Offset | None = None
+        self._moved: list[int] = []  # items reserved per shard by the last latestOffset
+        self._committed: list[int] = []  # known committed number per shard (skip no-ops)
         self._lost: LeaseError | None = None
         self._stopping = threading.Event()
         self._heartbeat: threading.Thread | None = None
@@ -180,6 +206,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     shard_log.release_lease(fence)
                 raise
             self._logs, self._fences = logs, fences
+            self._committed = [-1] * self.shards
             self._heartbeat = threading.Thread(target=self._beat, daemon=True,
                                                name="pyspark-ick-lease-heartbeat")
             self._heartbeat.start()
@@ -234,8 +261,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # Spark asks for batch N+1 only once batch N is done (its commit log written), so
         # everything through `start` is acknowledged: commit it now rather than wait for
         # commit(N), which Spark delays until the next non-empty batch (DESIGN §4).
-        for i, shard_log in enumerate(logs):
-            shard_log.commit_through(after[i], self._fences[i])
+        self._commit(after)
         if isinstance(limit, ReadMaxRows):
             shares: list[int | None] = list(split(limit.max_rows, self.shards, self._rotation))
             self._rotation = (self._rotation + 1) % self.shards
@@ -259,6 +285,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             self._budget = [b - m for b, m in zip(self._budget, moved, strict=True)]
         fault("after_reserve")
         self._latest = {str(i): numbers[i] for i in range(self.shards)}
+        self._moved = moved
         trace("latestOffset", start, repr(limit), self._latest)
         return self._latest
 
@@ -275,27 +302,43 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         trace("partitions", start, end)
         fault("before_read")
-        out: list[InputPartition] = []
+        ranges: dict[int, ShardRange] = {}
         for i in range(self.shards):
             first, last = int(start.get(str(i), 0)), int(end.get(str(i), 0))
             if last > first:
-                out.append(ShardRange(i, first, last))
-        return out
+                ranges[i] = ShardRange(i, first, last)
+        if end != self._latest or len(self._moved) != self.shards:  # sizes unknown
+            return list(ranges.values())
+        groups = group({i: self._moved[i] for i in ranges}, self.min_per_partition)
+        return [ranges[g[0]] if len(g) == 1 else ShardRanges(tuple(ranges[i] for i in g))
+                for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ShardRange)
-        trace("read", partition.shard, partition.start, partition.end)
-        for batch in self.open_log(partition.shard).read(partition.start, partition.end):
-            yield batch
-            fault("during_read")
+        ranges = partition.ranges if isinstance(partition, ShardRanges) else (partition,)
+        for part in ranges:
+            assert isinstance(part, ShardRange)
+            trace("read", part.shard, part.start, part.end)
+            rows = 0
+            for batch in self.open_log(part.shard).read(part.start, part.end):
+                rows += batch.num_rows
+                yield batch
+                fault("during_read")
+            trace("read_done", part.shard, rows)
 
     def commit(self, end: Offset) -> None:
         trace("commit", end)
-        logs = self._driver()
+        self._driver()
         fault("before_commit")
+        self._commit([int(end[str(i)]) if str(i) in end else -1 for i in range(self.shards)])
+
+    def _commit(self, through: list[int]) -> None:
+        """Commit each shard through its number, skipping what this reader committed
+        already (an idle trigger then costs no commit round trips)."""
+        logs = self._driver()
         for i, shard_log in enumerate(logs):
-            if str(i) in end:
-                shard_log.commit_through(int(end[str(i)]), self._fences[i])
+            if through[i] > self._committed[i]:
+                shard_log.commit_through(through[i], self._fences[i])
+                self._committed[i] = through[i]
 
     def stop(self) -> None:
         trace("stop")
