@@ -4,21 +4,27 @@
 --         (replace sets the new element and due time; ids repeated in ARGV count too)
 -- ARGV[2] now in ms, or "" for Redis server time (a test clock passes it)
 -- ARGV[3] "delay": each time is ms from now | "at": each time is a due time in epoch ms
--- ARGV[4..] id1, time1, element1, id2, time2, element2, ... (any number; chunked)
+-- ARGV[4] the rows, packed (pyspark_ick.dehydrator.pack_rows): per row a little-endian
+--         double time, uint32 id length, uint32 element length, the id's bytes, the
+--         element's bytes; any number (chunked). One argument: cheap to send and parse.
 -- returns {new, existing}: ids that were not parked, ids that were (kept or replaced)
 local mode, delay = ARGV[1], ARGV[3] == 'delay'
 local now = delay and time_ms(ARGV[2]) or 0
-local n = (#ARGV - 3) / 3
-local zargs, hargs = {}, {}
-for k = 1, n do
-  local j = 3 * k + 1
-  local t = tonumber(ARGV[j + 1])
-  if not t or (delay and t < 0) then
-    ick_fail('dehydrator id ' .. ARGV[j] .. ': time must be a number >= 0, got ' .. ARGV[j + 1])
+local packed, pos, n = ARGV[4] or '', 1, 0
+local zargs, hargs, sub, unpack_head = {}, {}, string.sub, struct.unpack
+while pos <= #packed do
+  local t, a, b
+  t, a, b, pos = unpack_head('<dI4I4', packed, pos)
+  local id = sub(packed, pos, pos + a - 1)
+  n = n + 1
+  if t ~= t or (delay and t < 0) then
+    ick_fail('dehydrator id ' .. id .. ': time must be a number >= 0, got ' .. tostring(t))
   end
-  zargs[2 * k - 1], zargs[2 * k] = delay and now + t or ARGV[j + 1], ARGV[j]
-  hargs[2 * k - 1], hargs[2 * k] = ARGV[j], ARGV[j + 2]
+  zargs[2 * n - 1], zargs[2 * n] = delay and now + t or t, id
+  hargs[2 * n - 1], hargs[2 * n] = id, sub(packed, pos + a, pos + a + b - 1)
+  pos = pos + a + b
 end
+if n == 0 then return {0, 0} end
 -- parked[k]: whether id k was parked before this call (HMGET in chunks)
 local function parked()
   local out = {}

@@ -18,8 +18,12 @@ from __future__ import annotations
 import heapq
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from itertools import pairwise
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import redis
 
 from . import scripts
@@ -60,11 +64,59 @@ def _run_all(client: Any, calls: Sequence[Call]) -> list[Any]:
     return replies
 
 
-def _triples(ids: list[str], times: list[int], elements: list[Any]) -> list[Any]:
-    """``[id1, time1, element1, ...]``: the ARGV tail of dh_push."""
-    out: list[Any] = [None] * (3 * len(ids))
-    out[0::3], out[1::3], out[2::3] = ids, times, elements
-    return out
+HEAD = np.dtype([("time", "<f8"), ("id", "<u4"), ("element", "<u4")])  # lua/dh_push.lua
+
+
+def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and bytes of a string or binary array, as numpy views of Arrow's buffers."""
+    _, offsets, data = column.buffers()
+    first = column.offset
+    return (np.frombuffer(offsets, np.int32)[first:first + len(column) + 1],
+            np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
+
+
+def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int = CHUNK
+              ) -> list[bytes]:
+    """dh_push's packed arguments, ``chunk`` rows each, built column-wise by Arrow (each
+    row's head, id and element joined into one binary value; their bytes back to back
+    are the argument).
+
+    ``ids``: string; ``elements``: string or binary; ``times``: float64 ms; no nulls.
+    """
+    rows = len(ids)
+    head = np.empty(rows, HEAD)
+    head["time"] = times
+    head["id"] = pc.binary_length(ids).to_numpy()
+    head["element"] = pc.binary_length(elements).to_numpy()
+    heads = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(HEAD.itemsize), rows, [None, pa.py_buffer(head)]).cast(pa.binary())
+    joined = pc.binary_join_element_wise(heads, ids.cast(pa.binary()),
+                                         elements.cast(pa.binary()), b"")
+    offsets, data = buffers(joined)
+    cuts = offsets[::chunk].tolist() + ([int(offsets[-1])] if rows % chunk else [])
+    memory = memoryview(data)
+    return [bytes(memory[a:b]) for a, b in pairwise(cuts)]
+
+
+def as_arrays(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[Any]
+              ) -> tuple[pa.Array, pa.Array, np.ndarray]:
+    """park()'s arguments as columns; raises IckConfigError on lengths or times."""
+    if not len(ids) == len(elements) == len(times):
+        raise IckConfigError(f"{len(ids)} ids, {len(elements)} elements and {len(times)} "
+                             "times: one of each per element")
+    try:
+        stamps = np.asarray(times, np.float64)
+        if stamps.ndim != 1:
+            raise ValueError("not a list of numbers")
+    except (TypeError, ValueError) as exc:
+        raise IckConfigError(f"times must be numbers of milliseconds: {exc}") from None
+    id_array = pa.array([id if type(id) is str else text(id) for id in ids], pa.string())
+    if all(type(e) is str for e in elements):
+        element_array = pa.array(elements, pa.string())
+    else:
+        element_array = pa.array([e if type(e) is bytes else str(e).encode("utf-8")
+                                  for e in elements], pa.binary())
+    return id_array, element_array, stamps
 
 
 def check_ttl(ttl_ms: Any, what: str = "ttl_ms") -> int:
@@ -167,33 +219,38 @@ class Dehydrator:
                                  f"got {on_duplicate!r}")
         if not ids:
             return (0, 0)
+        return self.park_arrays(*as_arrays(ids, elements, times), at=at,
+                                on_duplicate=on_duplicate, chunk=chunk)
+
+    def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
+                    at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
+                    ) -> tuple[int, int]:
+        """``park`` for columns (string ids, string or binary elements, float64 times);
+        what the Spark sink calls with its Arrow batches."""
+        if not len(ids):
+            return (0, 0)
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
-        calls: list[Call] = []
-        for shard, (sids, stimes, selements) in self._group(ids, times, elements).items():
-            keys = self._keys[shard].store
-            for start in range(0, len(sids), chunk):
-                end = start + chunk
-                calls.append(("dh_push", keys, head + _triples(
-                    sids[start:end], stimes[start:end], selements[start:end])))
+        calls: list[Call] = [
+            ("dh_push", self._keys[shard].store, [*head, arg])
+            for shard, rows in self._split(ids, elements, times).items()
+            for arg in pack_rows(*rows, chunk)]
         replies = _run_all(self.client, calls)
         return (sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
 
-    def _group(self, ids: Sequence[Any], times: Sequence[int], elements: Sequence[Any]
-               ) -> dict[int, tuple[list[str], list[int], list[Any]]]:
-        """ids (as str), times and elements grouped by shard."""
-        ids = [text(id) for id in ids] if not all(type(i) is str for i in ids) else ids
+    def _split(self, ids: pa.Array, elements: pa.Array, times: np.ndarray
+               ) -> dict[int, tuple[pa.Array, pa.Array, np.ndarray]]:
+        """The columns per shard (rows in their order within a shard)."""
         if self.shards == 1:
-            return {0: (list(ids), list(times), list(elements))}
-        groups: dict[int, tuple[list[str], list[int], list[Any]]] = {}
-        for id, time, element in zip(ids, times, elements, strict=True):
-            group = groups.get(shard := shard_of(id, self.shards))
-            if group is None:
-                group = groups[shard] = ([], [], [])
-            group[0].append(id)
-            group[1].append(time)
-            group[2].append(element)
-        return groups
+            return {0: (ids, elements, times)}
+        shards = np.fromiter((shard_of(id, self.shards) for id in ids.to_pylist()),
+                             np.int32, len(ids))
+        out = {}
+        for shard in np.unique(shards):
+            rows = pa.array(np.flatnonzero(shards == shard))
+            out[int(shard)] = (ids.take(rows), elements.take(rows),
+                               times[rows.to_numpy()])
+        return out
 
     def pull(self, id: Any) -> Any:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""

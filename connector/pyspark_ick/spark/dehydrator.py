@@ -26,9 +26,12 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import (
@@ -51,7 +54,7 @@ from pyspark.sql.types import (
 )
 
 from ..connection import ConnectionSpec
-from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator
+from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator, buffers
 from ..errors import IckConfigError, IckError
 from ..options import Options
 from .stream import Fence, ReservationStreamReader
@@ -202,6 +205,16 @@ def content_id(element: str | bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def content_ids(elements: pa.Array) -> pa.Array:
+    """``content_id`` of each element of a string or binary array (hashing Arrow's bytes
+    in place: no Python string per element)."""
+    offsets, data = buffers(elements)
+    view, blake2b = memoryview(data), hashlib.blake2b
+    bounds = offsets.tolist()
+    return pa.array([blake2b(view[a:b], digest_size=16).hexdigest()
+                     for a, b in pairwise(bounds)], pa.string())
+
+
 def _no_nulls(column: pa.Array, name: str, sink: DehydratorSink, rows: int) -> None:
     if n := column.null_count:
         raise IckError(
@@ -209,24 +222,35 @@ def _no_nulls(column: pa.Array, name: str, sink: DehydratorSink, rows: int) -> N
             f"value{'s' * (n != 1)} in a batch of {rows} rows; every row needs one")
 
 
+def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A string/binary column with 32-bit offsets, in one chunk."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_large_string(column.type):
+        return column.cast(pa.string())
+    if pa.types.is_large_binary(column.type):
+        return column.cast(pa.binary())
+    return column
+
+
 def convert(batch: pa.RecordBatch, sink: DehydratorSink
-            ) -> tuple[list[str], list[Any], list[int], bool]:
-    """ids, elements, times and whether the times are due times (else delays) of a batch.
+            ) -> tuple[pa.Array, pa.Array, np.ndarray, bool]:
+    """ids, elements, times (float64 ms) and whether the times are due times (else
+    delays) of a batch, column-wise.
 
     Raises IckError naming the column before anything of the batch is written.
     """
     rows = batch.num_rows
-    column = batch.column(sink.element)
-    _no_nulls(column, sink.element, sink, rows)
-    elements = column.to_pylist()
+    elements = _flat(batch.column(sink.element))
+    _no_nulls(elements, sink.element, sink, rows)
     if sink.id is None:
-        ids = [content_id(e) for e in elements]
+        ids = content_ids(elements)
     else:
         column = batch.column(sink.id)
         _no_nulls(column, sink.id, sink, rows)
-        ids = pc.cast(column, pa.string()).to_pylist()
+        ids = _flat(pc.cast(column, pa.string()))
     if sink.delay_ms is not None:
-        return ids, elements, [sink.delay_ms] * rows, False
+        return ids, elements, np.full(rows, sink.delay_ms, np.float64), False
     if sink.delay_column is not None:
         column = pc.cast(batch.column(sink.delay_column), pa.int64())
         _no_nulls(column, sink.delay_column, sink, rows)
@@ -235,15 +259,14 @@ def convert(batch: pa.RecordBatch, sink: DehydratorSink
                 f"format('dehydrator') into {sink.dehydrator!r}: column "
                 f"{sink.delay_column!r} has {n} negative value{'s' * (n != 1)} in a batch "
                 f"of {rows} rows; a delay is a number of milliseconds >= 0")
-        return ids, elements, column.to_pylist(), False
+        return ids, elements, column.to_numpy().astype(np.float64), False
     assert sink.release_column is not None
     column = batch.column(sink.release_column)
     _no_nulls(column, sink.release_column, sink, rows)
     per_ms = {"s": 1 / 1000, "ms": 1, "us": 1000, "ns": 1_000_000}[column.type.unit]
-    ticks = pc.cast(column, pa.int64())
-    due = ticks if per_ms == 1 else pc.cast(pc.floor(pc.divide(ticks, float(per_ms))),
-                                            pa.int64())
-    return ids, elements, due.to_pylist(), True
+    ticks = pc.cast(column, pa.int64()).to_numpy()
+    due = ticks * 1000 if per_ms < 1 else ticks // int(per_ms)
+    return ids, elements, due.astype(np.float64), True
 
 
 @dataclass
@@ -264,16 +287,31 @@ class DehydratorCommitMessage(WriterCommitMessage):
 
 def write_batches(sink: DehydratorSink, batches: Iterable[pa.RecordBatch]
                   ) -> DehydratorCommitMessage:
-    """Park every row of ``batches``: one pipelined round trip per Arrow batch."""
+    """Park every row of ``batches``: one pipelined round trip per Arrow batch.
+
+    A helper thread sends each batch, so the task converts and hashes the next batch
+    while Redis parks the last one (at most two batches in memory), as the Ick writer.
+    """
     target = sink.target()
     done = DehydratorCommitMessage()
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        ids, elements, times, at = convert(batch, sink)
-        new, existing = target.park(ids, elements, times, at=at,
-                                    on_duplicate=sink.on_duplicate, chunk=sink.chunk)
-        done += DehydratorCommitMessage(batch.num_rows, new, existing)
+
+    def park(ids: pa.Array, elements: pa.Array, times: np.ndarray, at: bool
+             ) -> DehydratorCommitMessage:
+        new, existing = target.park_arrays(ids, elements, times, at=at,
+                                           on_duplicate=sink.on_duplicate, chunk=sink.chunk)
+        return DehydratorCommitMessage(len(ids), new, existing)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="dehydrator-writer") as sender:
+        last: Future[DehydratorCommitMessage] | None = None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            sent = sender.submit(park, *convert(batch, sink))
+            if last is not None:
+                done += last.result()
+            last = sent
+        if last is not None:
+            done += last.result()
     return done
 
 
