@@ -16,7 +16,8 @@ baseline of the same run and against ReDe's published figures.
     at foreachBatch minus the due time) with elements coming due over a few seconds;
     target p99 <= 1 s.
 
-Run: ``python bench/bench_dehydrator.py`` (``--quick``: a smaller smoke run). Starts its
+Run: ``python bench/bench_dehydrator.py`` (``--quick``: a smaller smoke run;
+``--sink-only``: only (3)). Starts its
 own redis-server via pyspark_ick.testing; never touches a running server.
 """
 
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small smoke run")
     parser.add_argument("--repeat", type=int, default=None, help="best of this many")
+    parser.add_argument("--sink-only", action="store_true", help="only (3), the Spark sink")
     args = parser.parse_args(argv)
     n = 20_000 if args.quick else 200_000
     singles = 2_000 if args.quick else 20_000
@@ -237,18 +239,21 @@ def main(argv: list[str] | None = None) -> int:
     source_rows = 50_000 if args.quick else 500_000
     spread_ms = 3_000 if args.quick else 10_000
     repeat = args.repeat or (2 if args.quick else 3)
-    report = Report("dehydrator_quick" if args.quick else "dehydrator", params={
+    name = "dehydrator_quick" if args.quick else "dehydrator"
+    report = Report(name + "_sink" if args.sink_only else name, params={
         "n": n, "singles": singles, "sink_rows": sink_rows, "source_rows": source_rows,
         "spread_ms": spread_ms, "repeat": repeat, "chunk": dehydrator.CHUNK,
     })
     with redis_server() as server:
         client = connect(server.url)
-        bench_client(report, client, n, singles, repeat)
+        if not args.sink_only:
+            bench_client(report, client, n, singles, repeat)
         spark = spark_session("bench-dehydrator")
         spark.sparkContext.setLogLevel("ERROR")
         try:
             bench_sink(report, spark, client, server.url, sink_rows)
-            bench_source(report, spark, client, server.url, source_rows, spread_ms)
+            if not args.sink_only:
+                bench_source(report, spark, client, server.url, source_rows, spread_ms)
         finally:
             spark.stop()
         client.close()
