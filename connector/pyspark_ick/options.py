@@ -102,6 +102,14 @@ class Options:
         amount, unit = float(match.group(1)), (match.group(2) or "ms").lower()
         return round(amount * _UNITS_MS[unit])
 
+    def lease_ms(self) -> int:
+        """Option ``leaseTimeout`` of the stream sources (default 60s, at least 100ms)."""
+        value = self.duration_ms("leaseTimeout", 60_000)
+        if value is None or value < 100:
+            raise self._fail("leaseTimeout", "a duration of at least 100ms",
+                             self.raw.get("leasetimeout"))
+        return value
+
     def connection(self) -> ConnectionSpec:
         """The ``redis.*`` options as a picklable ConnectionSpec."""
         url = self.string("redis.url", DEFAULT_URL)

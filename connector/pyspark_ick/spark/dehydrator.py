@@ -57,7 +57,7 @@ from ..connection import ConnectionSpec
 from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator, buffers
 from ..errors import IckConfigError, IckError
 from ..options import Options
-from .stream import Fence, ReservationStreamReader
+from .stream import LogAdapter, ReservationStreamReader
 
 FORMAT = "dehydrator"
 MAX_CHUNK = 100_000
@@ -377,17 +377,13 @@ class SourceOptions:
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
         o = Options(raw, FORMAT)
-        lease_ms = o.duration_ms("leaseTimeout", 60_000)
-        if lease_ms is None or lease_ms < 100:
-            raise IckConfigError("format('dehydrator') option 'leaseTimeout': expected a "
-                                 f"duration of at least 100ms, got {o.string('leaseTimeout')!r}")
         return cls(
             connection=o.connection(),
             dehydrator=o.name("dehydrator"),
             shards=o.integer("shards", 1, minimum=1, maximum=16384),
             max_per_trigger=o.integer("maxElementsPerTrigger", 100_000, minimum=1),
             consumer_id=o.string("consumerId"),
-            lease_ms=lease_ms,
+            lease_ms=o.lease_ms(),
             binary=element_type(o) == "binary",
         )
 
@@ -396,7 +392,7 @@ class SourceOptions:
                           decode=not self.binary)
 
 
-class DehydratorShardLog:
+class DehydratorShardLog(LogAdapter):
     """stream.py's ShardLog over the claim log of one dehydrator shard."""
 
     def __init__(self, opts: SourceOptions, shard: int) -> None:
@@ -404,18 +400,6 @@ class DehydratorShardLog:
         self.binary = opts.binary
         self.log = opts.target().shard(shard)
         self.label = self.log.label
-
-    def acquire_lease(self, owner: str, ttl_ms: int) -> int:
-        return self.log.lease.acquire(owner, ttl_ms)
-
-    def renew_lease(self, fence: Fence) -> None:
-        self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
-
-    def release_lease(self, fence: Fence) -> None:
-        self.log.lease.release(fence.owner, fence.token)
-
-    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
-        return self.log.reserve(limit, after, fence.owner, fence.token, fence.ttl_ms)
 
     def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
         entries = self.log.read(start, end)
@@ -430,12 +414,6 @@ class DehydratorShardLog:
             pa.array([self.shard] * len(ids), pa.int32()),
         ], schema=arrow_schema(self.binary))
         yield from table.to_batches(ROWS_PER_BATCH)
-
-    def commit_through(self, number: int, fence: Fence) -> None:
-        self.log.commit(number, fence.owner, fence.token, fence.ttl_ms)
-
-    def last_committed(self) -> int:
-        return self.log.last_committed()
 
     def backlog(self) -> int:
         return self.log.backlog()

@@ -43,7 +43,7 @@ from ..ick import Ick, ShardedIck, text
 from ..keys import shard_names
 from ..options import Options
 from ..reservations import ReservationLog, snapshot
-from .stream import Fence, ReservationStreamReader
+from .stream import LogAdapter, ReservationStreamReader
 
 STREAM_SCHEMA = StructType([
     StructField("member", StringType(), False),
@@ -76,17 +76,13 @@ class ReaderOptions:
     @classmethod
     def parse(cls, raw: Any) -> ReaderOptions:
         o = Options(raw, "ick")
-        lease_ms = o.duration_ms("leaseTimeout", 60_000)
-        if lease_ms is None or lease_ms < 100:
-            raise IckConfigError("format('ick') option 'leaseTimeout': expected a duration "
-                                 f"of at least 100ms, got {o.string('leaseTimeout')!r}")
         return cls(
             connection=o.connection(),
             ick=o.name("ick"),
             shards=o.integer("shards", 1, minimum=1, maximum=16384),
             max_per_trigger=o.integer("maxMembersPerTrigger", 100_000, minimum=1),
             consumer_id=o.string("consumerId"),
-            lease_ms=lease_ms,
+            lease_ms=o.lease_ms(),
             min_per_partition=o.integer("minMembersPerPartition", 100_000, minimum=1),
         )
 
@@ -125,7 +121,7 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
                                      for f in STREAM_SCHEMA.fields])).to_batches(ROWS_PER_BATCH)
 
 
-class IckShardLog:
+class IckShardLog(LogAdapter):
     """The ShardLog of stream.py for one Ick shard."""
 
     def __init__(self, opts: ReaderOptions, shard: int) -> None:
@@ -134,26 +130,8 @@ class IckShardLog:
         self.log = ReservationLog(opts.connection.client(),
                                   shard_names(opts.ick, opts.shards)[shard], self.label)
 
-    def acquire_lease(self, owner: str, ttl_ms: int) -> int:
-        return self.log.lease.acquire(owner, ttl_ms)
-
-    def renew_lease(self, fence: Fence) -> None:
-        self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
-
-    def release_lease(self, fence: Fence) -> None:
-        self.log.lease.release(fence.owner, fence.token)
-
-    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
-        return self.log.reserve(limit, after, fence.owner, fence.token, fence.ttl_ms)
-
     def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
         return arrow_batches(self.log.read(start, end), self.shard)
-
-    def commit_through(self, number: int, fence: Fence) -> None:
-        self.log.commit(number, fence.owner, fence.token, fence.ttl_ms)
-
-    def last_committed(self) -> int:
-        return self.log.last_committed()
 
     def backlog(self) -> int:
         stats = Ick(self.log.client, self.log.keys.master).stats()

@@ -106,6 +106,32 @@ class ShardLog(Protocol):
     def backlog(self) -> int: ...
 
 
+class LogAdapter:
+    """A ShardLog over a client-side log (``reservations.ReservationLog`` or the
+    dehydrator's ``ClaimLog``: ``lease``, ``reserve``, ``commit``, ``last_committed``);
+    a source adds ``read`` and ``backlog``."""
+
+    log: Any
+
+    def acquire_lease(self, owner: str, ttl_ms: int) -> int:
+        return self.log.lease.acquire(owner, ttl_ms)
+
+    def renew_lease(self, fence: Fence) -> None:
+        self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
+
+    def release_lease(self, fence: Fence) -> None:
+        self.log.lease.release(fence.owner, fence.token)
+
+    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
+        return self.log.reserve(limit, after, fence.owner, fence.token, fence.ttl_ms)
+
+    def commit_through(self, number: int, fence: Fence) -> None:
+        self.log.commit(number, fence.owner, fence.token, fence.ttl_ms)
+
+    def last_committed(self) -> int:
+        return int(self.log.last_committed())
+
+
 @dataclass(frozen=True)
 class ShardRange(InputPartition):
     """One partition: reservations ``start < r <= end`` of ``shard``."""
