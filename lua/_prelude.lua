@@ -89,3 +89,12 @@ local function time_ms(arg)
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+
+-- fence(lease, owner, token, ttl_ms): raise "LEASE <holder>" unless (owner, token) holds
+-- the lease hash `lease` (I5 fencing); else renew it for ttl_ms from Redis server time.
+local function fence(lease, owner, token, ttl_ms)
+  local h = redis.call('HMGET', lease, 'owner', 'token')
+  if h[1] ~= owner or h[2] ~= token then ick_fail('LEASE ' .. (h[1] or '')) end
+  local now = time_ms(nil)
+  redis.call('HSET', lease, 'expiry', now + tonumber(ttl_ms), 'renewed', now)
+end

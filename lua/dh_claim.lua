@@ -9,11 +9,7 @@
 --   ARGV[6] now in ms, or "" for Redis server time (due times only; a test clock)
 -- Claims past `after` made earlier but never logged by Spark count against the limit.
 -- returns {claimed, moved}: the last claim number after the call, elements moved
-local t = redis.call('TIME')
-local lease_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[4], 'owner', 'token')
-if h[1] ~= ARGV[3] or h[2] ~= ARGV[4] then ick_fail('LEASE ' .. (h[1] or '')) end
-redis.call('HSET', KEYS[4], 'expiry', lease_now + tonumber(ARGV[5]), 'renewed', lease_now)
+fence(KEYS[4], ARGV[3], ARGV[4], ARGV[5])
 local clog, prefix = KEYS[3], KEYS[5]
 local after = tonumber(ARGV[2])
 local claimed = tonumber(redis.call('HGET', clog, 'claimed') or 0)

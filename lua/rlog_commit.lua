@@ -5,11 +5,7 @@
 -- Deletes the manifests; a member leaves the cset unless a later open reservation holds
 -- it (it was re-added while in flight and reserved again: that is the re-delivery).
 -- returns the last committed number after the call
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[3], 'owner', 'token')
-if h[1] ~= ARGV[2] or h[2] ~= ARGV[3] then ick_fail('LEASE ' .. (h[1] or '')) end
-redis.call('HSET', KEYS[3], 'expiry', now + tonumber(ARGV[4]), 'renewed', now)
+fence(KEYS[3], ARGV[2], ARGV[3], ARGV[4])
 local cset, rlog, prefix = KEYS[1], KEYS[2], KEYS[4]
 local committed = tonumber(redis.call('HGET', rlog, 'committed') or 0)
 local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)

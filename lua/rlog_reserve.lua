@@ -7,11 +7,7 @@
 -- limit. Moves up to the rest, lowest scores first, into manifest r = reserved + 1 and
 -- into the cset (lower score wins); the pset keeps nothing of them.
 -- returns {reserved, moved}: the last reservation number after the call, members moved
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h = redis.call('HMGET', KEYS[5], 'owner', 'token')
-if h[1] ~= ARGV[3] or h[2] ~= ARGV[4] then ick_fail('LEASE ' .. (h[1] or '')) end
-redis.call('HSET', KEYS[5], 'expiry', now + tonumber(ARGV[5]), 'renewed', now)
+fence(KEYS[5], ARGV[3], ARGV[4], ARGV[5])
 local rlog, prefix = KEYS[4], KEYS[6]
 local after = tonumber(ARGV[2])
 local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)
