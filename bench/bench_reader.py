@@ -81,7 +81,8 @@ def bench_drain(report: Report, spark: Any, url: str, n: int, repeat: int) -> No
     client = connect(url)
     per_trigger = 250_000
     raw, spark_s, batches_s = [], [], []
-    load(client, "drain", min(n, 20_000))  # warm-up: JIT, Python workers, script loads
+    # warm-up: JIT, script loads, and as many Python workers as a drain batch has tasks
+    load(client, "drain", min(n, 2 * per_trigger))
     stream_drain(spark, url, "drain", per_trigger)
     raw_drain(client, "drain")
     for _ in range(repeat):

@@ -15,7 +15,7 @@ if through == reserved then  -- no later reservation holds anything: a server-si
   local closed = {}
   for r = committed + 1, through do closed[#closed + 1] = prefix .. r end
   redis.call('ZDIFFSTORE', cset, #closed + 1, cset, unpack(closed))
-  redis.call('DEL', unpack(closed))
+  redis.call('UNLINK', unpack(closed))  -- big manifests are freed in the background
   redis.call('HSET', rlog, 'committed', through)
   return through
 end
@@ -29,7 +29,7 @@ for r = committed + 1, through do
     if not held then gone[#gone + 1] = m end
   end
   zrem_all(cset, gone, 1, #gone)
-  redis.call('DEL', prefix .. r)
+  redis.call('UNLINK', prefix .. r)
 end
 redis.call('HSET', rlog, 'committed', through)
 return through

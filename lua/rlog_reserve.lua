@@ -25,6 +25,10 @@ local manifest = prefix .. (reserved + 1)
 local moved = redis.call('ZRANGESTORE', manifest, KEYS[2], 0, limit - 1)
 if moved == 0 then return {reserved, 0} end
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, moved - 1)
-redis.call('ZUNIONSTORE', KEYS[3], 2, KEYS[3], manifest, 'AGGREGATE', 'MIN')
+if redis.call('EXISTS', KEYS[3]) == 0 then  -- the usual case: nothing else in flight
+  redis.call('COPY', manifest, KEYS[3])  -- a few times faster than a union into nothing
+else
+  redis.call('ZUNIONSTORE', KEYS[3], 2, KEYS[3], manifest, 'AGGREGATE', 'MIN')
+end
 reserved = redis.call('HINCRBY', rlog, 'reserved', 1)
 return {reserved, moved}

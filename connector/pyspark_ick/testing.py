@@ -257,12 +257,12 @@ def redis_cluster(masters: int = 3) -> Iterator[RedisClusterServers]:
 
 # The commands a pyspark-ick user needs, besides its own keys (see acl_rules), each one
 # checked by leaving it out: inside the Lua scripts sorted sets, hashes, strings, lists (the
-# dehydrator source's claims), TYPE, EXISTS, DEL, UNLINK (ickunlink) and TIME; scripts.py:
+# dehydrator source's claims), TYPE, EXISTS, COPY (reserve), DEL, UNLINK and TIME; scripts.py:
 # EVALSHA and SCRIPT LOAD; connect(): PING and INFO (cluster detection); a Redis Cluster
 # client also reads the topology (CLUSTER SLOTS) and the command table (COMMAND).
 ACL_COMMANDS = (
     "-@all", "+@sortedset", "+@hash", "+@string", "+@list",
-    "+type", "+exists", "+del", "+unlink", "+time",
+    "+type", "+exists", "+copy", "+del", "+unlink", "+time",
     "+evalsha", "+script|load", "+ping", "+info", "+cluster|slots", "+command",
 )
 
