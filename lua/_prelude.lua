@@ -98,3 +98,15 @@ local function fence(lease, owner, token, ttl_ms)
   local now = time_ms(nil)
   redis.call('HSET', lease, 'expiry', now + tonumber(ttl_ms), 'renewed', now)
 end
+
+-- log_head(log, field, after): the last number made in the reservation or claim log hash
+-- `log` (field `field`), never below `after`, Spark's offset: a log deleted under a
+-- running query restarts there (committed too), so numbers are never reused.
+local function log_head(log, field, after)
+  local n = tonumber(redis.call('HGET', log, field) or 0)
+  if n < after then
+    redis.call('HSET', log, field, after, 'committed', after)
+    n = after
+  end
+  return n
+end

@@ -12,11 +12,7 @@
 fence(KEYS[4], ARGV[3], ARGV[4], ARGV[5])
 local clog, prefix = KEYS[3], KEYS[5]
 local after = tonumber(ARGV[2])
-local claimed = tonumber(redis.call('HGET', clog, 'claimed') or 0)
-if claimed < after then  -- the log was deleted under a running query: never reuse numbers
-  redis.call('HSET', clog, 'claimed', after, 'committed', after)
-  claimed = after
-end
+local claimed = log_head(clog, 'claimed', after)
 local limit = tonumber(ARGV[1])
 for n = after + 1, claimed do limit = limit - redis.call('LLEN', prefix .. n) / 3 end
 if tonumber(ARGV[1]) < 0 then limit = -1 elseif limit <= 0 then return {claimed, 0} end

@@ -10,11 +10,7 @@
 fence(KEYS[5], ARGV[3], ARGV[4], ARGV[5])
 local rlog, prefix = KEYS[4], KEYS[6]
 local after = tonumber(ARGV[2])
-local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)
-if reserved < after then  -- the log was deleted under a running query: never reuse numbers
-  redis.call('HSET', rlog, 'reserved', after, 'committed', after)
-  reserved = after
-end
+local reserved = log_head(rlog, 'reserved', after)
 if not ick_open(KEYS[1], KEYS[2], KEYS[3], false) then return {reserved, 0} end
 local limit = tonumber(ARGV[1])
 if limit < 0 then limit = redis.call('ZCARD', KEYS[2]) end
