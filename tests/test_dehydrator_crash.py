@@ -101,7 +101,7 @@ def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
 
 def child(cfg: dict[str, Any]) -> int:
     from pyspark_ick import Dehydrator, connect
-    from pyspark_ick.faults import fault
+    from pyspark_ick.faults import fault, run_until_fault
     from pyspark_ick.testing import spark_session
 
     fault_file, counter = Path(cfg["fault_file"]), Path(cfg["counter"])
@@ -125,16 +125,8 @@ def child(cfg: dict[str, Any]) -> int:
                 .option("checkpointLocation", cfg["checkpoint"]).start())
 
     for point in POINTS:
-        counter.write_bytes(b"")
-        fault_file.write_text(f"{point} 1 {'raise' if point == 'after_sink' else 'exit'}")
-        query = start()
-        try:
-            finished = query.awaitTermination(120)
-        except Exception:  # noqa: BLE001 - the injected fault failed the query
-            finished = True
-        fault_file.write_text("")
-        if not finished:
-            query.stop()
+        kill = "raise" if point == "after_sink" else "exit"
+        if not run_until_fault(start, fault_file, counter, f"{point} 1 {kill}", 120):
             print(f"NOFAULT {point}", flush=True)
             return 3
         print(f"CYCLE {point}", flush=True)

@@ -26,6 +26,9 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 _hits: Counter[str] = Counter()
 
@@ -75,3 +78,21 @@ def fault(point: str) -> None:
     if kill != "exit":
         os.killpg(int(kill), signal.SIGKILL)
     os._exit(137)
+
+
+def run_until_fault(start: Callable[[], Any], fault_file: str | Path, counter: str | Path,
+                    spec: str, timeout: float) -> bool:
+    """A crash test's cycle: arm ``spec`` (``"point after kill"``) in ``fault_file`` with a
+    fresh hit ``counter``, run the query ``start()`` returns until the fault ends it, then
+    disarm. False when it ran ``timeout`` seconds without failing (it is stopped)."""
+    Path(counter).write_bytes(b"")
+    Path(fault_file).write_text(spec)
+    query = start()
+    try:
+        finished = query.awaitTermination(timeout)
+    except Exception:  # noqa: BLE001 - the injected fault failed the query
+        finished = True
+    Path(fault_file).write_text("")
+    if not finished:
+        query.stop()
+    return bool(finished)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pyspark_ick import ShardedIck, connect
-from pyspark_ick.faults import fault
+from pyspark_ick.faults import fault, run_until_fault
 from pyspark_ick.keys import shard_names
 from pyspark_ick.reservations import describe
 from pyspark_ick.testing import spark_session
@@ -49,18 +49,10 @@ def main() -> int:
                 .option("checkpointLocation", cfg["checkpoint"]).start())
 
     for point, after, kill in cfg["schedule"]:
-        counter.write_bytes(b"")
         if kill == "group":
             kill = str(os.getpgrp())
-        fault_file.write_text(f"{point} {after} {kill}")
-        query = start()
-        try:
-            finished = query.awaitTermination(cfg.get("cycle_timeout", 120))
-        except Exception:  # noqa: BLE001 - the injected fault failed the query
-            finished = True
-        fault_file.write_text("")
-        if not finished:
-            query.stop()
+        if not run_until_fault(start, fault_file, counter, f"{point} {after} {kill}",
+                               cfg.get("cycle_timeout", 120)):
             print(f"NOFAULT {point}", flush=True)
             return 3
         print(f"CYCLE {point}", flush=True)
