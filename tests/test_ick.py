@@ -271,7 +271,7 @@ def test_a_closed_port_is_a_connection_error_quickly() -> None:
     url = f"redis://user:s3cret@127.0.0.1:{free_port()}/0"
     start = time.monotonic()
     with pytest.raises(IckConnectionError) as caught:
-        connect(url, retries=2, timeout=1)
+        connect(url, retry_timeout=1, timeout=1)
     assert time.monotonic() - start < 5
     assert "s3cret" not in str(caught.value)
     assert "127.0.0.1" in str(caught.value)
@@ -280,7 +280,7 @@ def test_a_closed_port_is_a_connection_error_quickly() -> None:
 def test_a_server_gone_mid_way_is_a_connection_error() -> None:
     server = start_binary()
     try:
-        client = connect(server.url, retries=1, timeout=1)
+        client = connect(server.url, retry_timeout=0, timeout=1)
         ick = Ick(client, "gone")
         ick.add({"a": 1})
     finally:

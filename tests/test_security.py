@@ -225,8 +225,8 @@ def test_no_password_in_reprs_errors_or_logs(acl_url, logs):
     failures = []
     for attempt in (
         # unreachable, with the password in the URL and as a keyword
-        lambda: connect(f"redis://ick:{PASSWORD}@127.0.0.1:{free_port()}/0", retries=1),
-        lambda: connect(f"redis://127.0.0.1:{free_port()}/0", password=PASSWORD, retries=1),
+        lambda: connect(f"redis://ick:{PASSWORD}@127.0.0.1:{free_port()}/0", retry_timeout=0),
+        lambda: connect(f"redis://127.0.0.1:{free_port()}/0", password=PASSWORD, retry_timeout=0),
         # malformed URLs
         lambda: connect(f"http://ick:{PASSWORD}@example.com/0"),
         lambda: connect(f"redis://ick:{PASSWORD}@example.com:port/0"),

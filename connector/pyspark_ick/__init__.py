@@ -15,6 +15,7 @@ from .errors import (
     IckError,
     IckScriptError,
     LeaseError,
+    RedisFullError,
     ShardCountError,
 )
 from .ick import Ick, ShardedIck
@@ -31,6 +32,7 @@ __all__ = [
     "IckError",
     "IckScriptError",
     "LeaseError",
+    "RedisFullError",
     "ShardCountError",
     "ShardedIck",
     "connect",

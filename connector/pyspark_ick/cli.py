@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import sys
@@ -456,10 +457,12 @@ def scrub(message: str, url: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
+    # errors are one line on stderr: the library's retry warnings stay out of it
+    logging.getLogger("pyspark_ick").addHandler(logging.NullHandler())
     url = getattr(args, "url", None) or os.environ.get("REDIS_URL") or DEFAULT_URL
     try:
         client = connect(url, cluster=getattr(args, "cluster", "auto"),
-                         timeout=getattr(args, "timeout", 5.0), retries=2)
+                         timeout=getattr(args, "timeout", 5.0), retry_timeout=2.0)
         try:
             return int(args.run(client, args))
         finally:

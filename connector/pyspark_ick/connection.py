@@ -10,15 +10,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from . import retry
 from .errors import IckConfigError, IckConnectionError
+from .retry import DEFAULT_RETRY_TIMEOUT
 
 DEFAULT_URL = "redis://localhost:6379/0"
 SCHEMES = ("redis", "rediss", "unix")
-TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 _SECRET_QUERY = re.compile(r"(?i)((?:^|&)password=)[^&]*")
 
 
@@ -41,19 +43,6 @@ def permanent(error: BaseException) -> bool:
     """True for a connection error that no retry can cure: credentials or certificates."""
     return refused(error) or any(isinstance(e, ssl.SSLCertVerificationError)
                                  for e in _chain(error))
-
-
-class FailFastRetry(Retry):
-    """Retries transient errors, but not a refused password or certificate (fail at once)."""
-
-    def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,
-                        with_failure_count: bool = False) -> Any:
-        def retryable(error: Exception) -> bool:
-            if permanent(error):
-                return False
-            return is_retryable is None or bool(is_retryable(error))
-
-        return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
 def redact(url: str) -> str:
@@ -81,11 +70,28 @@ def where(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix://{parts.path}"
+    return f"{parts.scheme}://" + ",".join(_host_port(seed) for seed in seeds(url))
+
+
+def _host_port(url: str) -> str:
+    parts = urlsplit(url)
     try:
         port = parts.port or 6379
     except ValueError:
         port = "?"
-    return f"{parts.scheme}://{parts.hostname}:{port}"
+    return f"{parts.hostname}:{port}"
+
+
+def seeds(url: str) -> list[str]:
+    """One URL per seed node of ``url``: ``redis://user:pw@h1:1,h2:2/0`` lists two nodes
+    of a cluster (each URL keeps the scheme, credentials, path and query)."""
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if "," not in hosts:
+        return [url]
+    rest = url[len(f"{parts.scheme}://{parts.netloc}"):]
+    return [f"{parts.scheme}://{userinfo}{at}{host.strip()}{rest}"
+            for host in hosts.split(",") if host.strip()]
 
 
 def parse_cluster(value: Any) -> str:
@@ -118,13 +124,16 @@ def connect(
     username: str | None = None,
     password: str | None = None,
     timeout: float | None = 10.0,
-    retries: int = 5,
+    retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
     **kw: Any,
 ) -> redis.Redis | redis.RedisCluster:
     """A redis-py client for ``url`` (``redis://``, ``rediss://`` for TLS, ``unix://``).
 
+    ``url`` may list several seed nodes of a cluster: ``redis://h1:7000,h2:7000/0``.
     ``cluster``: ``"auto"`` asks the server whether it is a cluster node; true/false force
-    it. Connection errors and timeouts are retried ``retries`` times with jittered backoff.
+    it. Transient errors (Redis restarting, loading, failing over) are retried with backoff
+    for ``retry_timeout`` seconds, here and by every call of the connector that uses the
+    client (pyspark_ick.retry); a refused password or certificate fails at once.
     Extra keyword arguments go to redis-py (``ssl_ca_certs=...``, ``decode_responses``).
     """
     if urlsplit(url).scheme not in SCHEMES:
@@ -132,35 +141,57 @@ def connect(
             f"redis.url must start with redis://, rediss:// or unix://, got {redact(url)!r}"
         )
     mode = parse_cluster(cluster)
+    nodes = seeds(url)
+    if len(nodes) > 1 and mode == "no":
+        raise IckConfigError(f"redis.url {redact(url)!r} lists several nodes: that is for "
+                             "a Redis Cluster, but redis.cluster is false")
     options: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
-        "retry": FailFastRetry(ExponentialWithJitterBackoff(base=0.05, cap=2.0), retries,
-                               TRANSIENT),
+        "retry": Retry(NoBackoff(), 0),  # pyspark_ick.retry retries, knowing what is safe
         **kw,
     }
     if username is not None:
         options["username"] = username
     if password is not None:
         options["password"] = password
-    try:
-        if mode == "auto":
-            probe = redis.Redis.from_url(url, **options)
-            try:
-                mode = "yes" if probe.info("cluster").get("cluster_enabled") else "no"
-            finally:
-                probe.close()
-        if mode == "yes":
-            options.pop("retry")  # RedisCluster retries by itself, node by node
-            return redis.RedisCluster.from_url(url, **options)
-        client = redis.Redis.from_url(url, **options)
+
+    def attempt() -> redis.Redis | redis.RedisCluster:
+        found = _detect(nodes, options) if mode == "auto" else mode
+        if found == "yes":
+            others = [ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379)
+                      for n in nodes[1:]]
+            return redis.RedisCluster.from_url(nodes[0], startup_nodes=others, **options)
+        client = redis.Redis.from_url(nodes[0], **options)
         client.ping()
         return client
+
+    try:
+        client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}")
     except (redis.RedisError, RedisClusterException) as exc:
         raise connection_error(exc, url) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}"
                              ) from None
+    retry.configure(client, retry_timeout)
+    return client
+
+
+def _detect(nodes: list[str], options: dict[str, Any]) -> str:
+    """``"yes"`` when the first seed node that answers is a cluster node, else ``"no"``."""
+    error: Exception | None = None
+    for node in nodes:
+        probe = redis.Redis.from_url(node, **options)
+        try:
+            return "yes" if probe.info("cluster").get("cluster_enabled") else "no"
+        except redis.RedisError as exc:
+            if retry.transient(exc) and node != nodes[-1]:
+                error = exc
+                continue
+            raise
+        finally:
+            probe.close()
+    raise error or IckConfigError("redis.url names no node")
 
 
 @dataclass(frozen=True)
@@ -172,6 +203,7 @@ class ConnectionSpec:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     timeout: float = 10.0
+    retry_timeout: float = DEFAULT_RETRY_TIMEOUT
 
     def __repr__(self) -> str:
         return f"ConnectionSpec({redact(self.url)}, cluster={self.cluster})"
@@ -184,6 +216,7 @@ class ConnectionSpec:
             username=self.username,
             password=self.password,
             timeout=self.timeout,
+            retry_timeout=self.retry_timeout,
         )
 
     def client(self) -> redis.Redis | redis.RedisCluster:

@@ -19,6 +19,10 @@ class IckScriptError(IckError):
     """Redis refused an operation: a wrong key type, a missing version flag, ..."""
 
 
+class RedisFullError(IckScriptError):
+    """Redis is at maxmemory and refuses writes that grow it (producers wait for a drain)."""
+
+
 class ShardCountError(IckError):
     """The shard count given differs from the one recorded in Redis."""
 

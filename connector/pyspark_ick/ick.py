@@ -133,6 +133,11 @@ class Ick:
     def __repr__(self) -> str:
         return f"Ick({self.key!r})"
 
+    @property
+    def label(self) -> str:
+        """Names this Ick in errors."""
+        return f"Ick {self.key!r}"
+
     def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
         """Add members with scores; a member already queued keeps the lower score.
 
@@ -143,8 +148,8 @@ class Ick:
             return (0, 0)
         packed = pack_chunks(list(mapping), list(mapping.values()), chunk)  # checks scores
         replies = scripts.pipelined(
-            self.client, ["ickadd"], lambda pipe: queue_packed(pipe, self.keys, packed)
-        )
+            self.client, ["ickadd"], lambda pipe: queue_packed(pipe, self.keys, packed),
+            what=self.label)
         return sum_adds(replies)
 
     def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
@@ -154,6 +159,7 @@ class Ick:
             "ickexchange",
             self.keys.base,
             [int(n), "1" if backwash else "0", *(text(m) for m in commit)],
+            what=self.label,
         )
         return pairs(reply[1])
 
@@ -169,13 +175,14 @@ class Ick:
         if not members:
             return 0
         reply = scripts.run(
-            self.client, "ickexchange", self.keys.base, [0, "0", *(text(m) for m in members)]
-        )
+            self.client, "ickexchange", self.keys.base, [0, "0", *(text(m) for m in members)],
+            what=self.label)
         return int(reply[0])
 
     def stats(self) -> dict[str, Any] | None:
         """Version, sizes and score ranges; None when the Ick does not exist."""
-        return parse_stats(scripts.run(self.client, "ickstats", self.keys.base))
+        return parse_stats(scripts.run(self.client, "ickstats", self.keys.base,
+                                       what=self.label))
 
     def delete(self) -> int:
         """Remove every key of this Ick (DEL); returns how many keys existed."""
@@ -187,14 +194,15 @@ class Ick:
 
     def _remove(self, command: str) -> int:
         keys = self.keys.fixed_keys() + self._reservation_keys()
-        return int(scripts.run(self.client, "ickdel", keys, [command]))
+        return int(scripts.run(self.client, "ickdel", keys, [command], what=self.label))
 
     def _reservation_keys(self) -> list[str]:
         """Manifest keys of open reservations (numbers from the reservation log)."""
-        log = self.client.hgetall(self.keys.rlog)
+        log = scripts.command(self.client, lambda: self.client.hgetall(self.keys.rlog),
+                              what=self.label)
         if not log:
             return []
-        values = {text(k): int(v) for k, v in log.items()}
+        values = {text(k): int(v) for k, v in log.items() if not text(k).startswith("size:")}
         first = values.get("committed", 0) + 1
         return [self.keys.reservation(r) for r in range(first, values.get("reserved", 0) + 1)]
 
@@ -230,6 +238,11 @@ class ShardedIck:
     def __repr__(self) -> str:
         return f"ShardedIck({self.name!r}, shards={self.shards})"
 
+    @property
+    def label(self) -> str:
+        """Names this logical Ick in errors."""
+        return f"Ick {self.name!r}"
+
     def shard(self, i: int) -> Ick:
         """The Ick of shard ``i`` (each shard has exactly one consumer)."""
         return self._icks[i]
@@ -243,8 +256,8 @@ class ShardedIck:
         if self._checked:
             return
         recorded = int(scripts.run(
-            self.client, "shardcount", [shard_count_key(self.name)], [self.shards]
-        ))
+            self.client, "shardcount", [shard_count_key(self.name)], [self.shards],
+            what=self.label))
         if recorded != self.shards:
             raise ShardCountError(
                 f"Ick {self.name!r} has {recorded} shards recorded in Redis, "
@@ -271,7 +284,7 @@ class ShardedIck:
             for i, args in packed.items():
                 queue_packed(pipe, self._icks[i].keys, args)
 
-        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build))
+        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build, what=self.label))
 
     def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
                    chunk: int = CHUNK) -> tuple[int, int]:
@@ -288,7 +301,8 @@ class ShardedIck:
                 else:
                     queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
 
-        return sum_adds(scripts.pipelined(self.client, ["ickadd", "ickadd_now"], build))
+        return sum_adds(scripts.pipelined(self.client, ["ickadd", "ickadd_now"], build,
+                                          what=self.label))
 
     def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
         """Add ickadd arguments already packed (``pack_buffers``) per shard; one round trip."""
@@ -298,7 +312,7 @@ class ShardedIck:
             for i, packed in groups.items():
                 queue_packed(pipe, self._icks[i].keys, packed)
 
-        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build))
+        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build, what=self.label))
 
     def group(self, members: Sequence[str], scores: Sequence[float]
               ) -> dict[int, tuple[list[str], list[float]]]:
@@ -320,7 +334,8 @@ class ShardedIck:
             for ick in self._icks:
                 scripts.queue(pipe, "ickstats", ick.keys.base)
 
-        per_shard = [parse_stats(r) for r in scripts.pipelined(self.client, ["ickstats"], build)]
+        per_shard = [parse_stats(r) for r in scripts.pipelined(self.client, ["ickstats"], build,
+                                                               what=self.label)]
         totals = {
             name: sum(s[name] for s in per_shard if s)
             for name in ("pset_size", "cset_size", "total_size")
@@ -337,6 +352,7 @@ class ShardedIck:
 
     def _remove(self, command: str) -> int:
         removed = sum(ick._remove(command) for ick in self._icks)
-        removed += int(scripts.run(self.client, "ickdel", [shard_count_key(self.name)], [command]))
+        removed += int(scripts.run(self.client, "ickdel", [shard_count_key(self.name)], [command],
+                                   what=self.label))
         self._checked = False
         return removed

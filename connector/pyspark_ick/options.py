@@ -14,9 +14,10 @@ from typing import Any
 from .connection import DEFAULT_URL, ConnectionSpec, parse_cluster
 from .errors import IckConfigError
 from .keys import check_name
+from .retry import DEFAULT_RETRY_TIMEOUT
 
 CONNECTION_OPTIONS = ("redis.url", "redis.cluster", "redis.username", "redis.password",
-                      "redis.timeout")
+                      "redis.timeout", "redis.retryTimeout")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
@@ -128,4 +129,6 @@ class Options:
             username=self.string("redis.username"),
             password=self.string("redis.password"),
             timeout=self.number("redis.timeout", 10.0, minimum=0.001),
+            retry_timeout=(self.duration_ms("redis.retryTimeout",
+                                            round(DEFAULT_RETRY_TIMEOUT * 1000)) or 0) / 1000,
         )

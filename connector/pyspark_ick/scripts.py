@@ -2,8 +2,10 @@
 
 Every script is run by EVALSHA. A script is loaded (SCRIPT LOAD, which redis-py sends to
 every primary of a cluster) the first time a client uses it, so cluster pipelines find it
-on every node; a NOSCRIPT reply (server restarted or flushed) reloads and retries.
-Errors raised by Redis become IckScriptError.
+on every node; a NOSCRIPT reply (server restarted, failed over or flushed) reloads and
+retries. Transient errors are retried for the client's redis.retryTimeout (retry.py).
+Errors raised by Redis become IckScriptError (RedisFullError when Redis is at maxmemory),
+connection errors IckConnectionError.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.exceptions import RedisClusterException
 
-from .errors import IckError, IckScriptError
+from . import retry
+from .errors import IckError, IckScriptError, RedisFullError
 
 PRELUDE = "_prelude"
+
+ITEMS_PER_CALL = 2000
+"""The most members (or dehydrator elements) one call of the connector touches: a call
+holds Redis for a few ms at most, whatever the batch (measured: bench/bench_neighbour.py).
+A big micro-batch is many such calls, one after the other."""
 
 
 def lua_dir() -> Path:
@@ -54,21 +63,26 @@ _loaded: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 def ensure_loaded(client: Any, *names: str, force: bool = False) -> None:
     """Load scripts ``names`` through ``client`` (every primary of a cluster) once."""
+    try:
+        _load(client, names, force)
+    except redis.RedisError as exc:
+        raise translate(exc) from exc
+
+
+def _load(client: Any, names: Sequence[str], force: bool = False) -> None:
     done = _loaded.setdefault(client, set())
     for name in names:
         if force or name not in done:
-            try:
-                client.script_load(source(name))
-            except redis.RedisError as exc:
-                raise translate(exc) from exc
+            client.script_load(source(name))
             done.add(name)
 
 
-def translate(exc: redis.RedisError) -> IckError:
-    """The IckError for an error raised by redis-py."""
+def translate(exc: Exception, what: str | None = None) -> IckError:
+    """The IckError for an error raised by redis-py; ``what`` names the Ick or dehydrator."""
     from .connection import connection_error
 
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.AuthenticationError)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
+            or retry.transient(exc):  # still failing when redis.retryTimeout ran out
         return connection_error(exc)
     message = str(exc)
     if message.startswith("Command # ") and " of pipeline caused error: " in message:
@@ -77,20 +91,34 @@ def translate(exc: redis.RedisError) -> IckError:
         message = message[message.index("ICK ") + 4:]
     # Redis 7 appends the script location to errors raised inside scripts
     message = message.split(" script: ")[0].strip()
-    return IckScriptError(message)
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or message.startswith("OOM "):
+        return RedisFullError(
+            f"{what or 'the write'}: Redis is full (used memory > maxmemory, and the "
+            "eviction policy keeps every key): nothing was added. Let the consumers drain "
+            f"the queues, or raise maxmemory. Redis said: {message.removeprefix('OOM ')}")
+    return IckScriptError(message)  # script errors name their keys themselves
 
 
-def run(client: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
-    """Run script ``name`` once on ``client`` (not a pipeline) and return its reply."""
-    ensure_loaded(client, name)
-    try:
+def run(client: Any, name: str, keys: Sequence[str], args: Sequence[Any] = (), *,
+        what: str | None = None, replay_safe: bool = True) -> Any:
+    """Run script ``name`` on ``client`` (not a pipeline) and return its reply.
+
+    Transient errors are retried (retry.py); ``replay_safe=False`` for a script whose
+    second run after a lost reply would lose data. ``what`` names the target in errors.
+    """
+    def once() -> Any:
+        _load(client, [name])
         try:
             return client.evalsha(sha(name), len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
-            ensure_loaded(client, name, force=True)
+            _load(client, [name], force=True)
             return client.evalsha(sha(name), len(keys), *keys, *args)
-    except redis.RedisError as exc:
-        raise translate(exc) from exc
+
+    try:
+        return retry.call(once, retry.timeout_of(client), replay_safe=replay_safe,
+                          what=what or f"script {name}")
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise translate(exc, what) from exc
 
 
 def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> None:
@@ -100,22 +128,35 @@ def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -
     pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
 
 
-def pipelined(client: Any, names: Sequence[str], build: Callable[[Any], None]) -> list[Any]:
+def pipelined(client: Any, names: Sequence[str], build: Callable[[Any], None], *,
+              what: str | None = None) -> list[Any]:
     """One round trip: ``build(pipe)`` queues calls of scripts ``names``; returns the replies.
 
-    On NOSCRIPT the scripts are reloaded and the pipeline is built and sent again, so
-    use it only for idempotent calls (ickadd, reads).
+    On NOSCRIPT the scripts are reloaded and the pipeline is built and sent again; so is
+    it on a transient error (retry.py). Use it only for idempotent calls (ickadd, reads).
     """
-    ensure_loaded(client, *names)
-    for attempt in range(2):
+    def once() -> list[Any]:
+        _load(client, names)
         pipe = client.pipeline(transaction=False)
         build(pipe)
         try:
             return pipe.execute()
-        except redis.exceptions.NoScriptError as exc:
-            if attempt:
-                raise translate(exc) from exc
-            ensure_loaded(client, *names, force=True)
-        except redis.RedisError as exc:
-            raise translate(exc) from exc
-    raise AssertionError("unreachable")
+        except redis.exceptions.NoScriptError:
+            _load(client, names, force=True)
+            pipe = client.pipeline(transaction=False)
+            build(pipe)
+            return pipe.execute()
+
+    try:
+        return retry.call(once, retry.timeout_of(client), what=what or "pipeline")
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise translate(exc, what) from exc
+
+
+def command(client: Any, fn: Callable[[], Any], *, what: str | None = None) -> Any:
+    """``fn()``: plain redis-py commands on ``client``, retried and translated like scripts
+    (only for commands that are safe to repeat)."""
+    try:
+        return retry.call(fn, retry.timeout_of(client), what=what or "Redis")
+    except (redis.RedisError, RedisClusterException) as exc:
+        raise translate(exc, what) from exc

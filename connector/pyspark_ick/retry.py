@@ -1,0 +1,125 @@
+"""Transient Redis errors, retried with exponential backoff and jitter until a deadline.
+
+Redis restarts, fails over, migrates slots and loads its data set: for a while it refuses
+connections or answers LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, MOVED or
+ASK. ``call`` rides such an outage out for ``redis.retryTimeout`` seconds (per client:
+``configure``), then raises the last error.
+
+A retried call may already have run on the server when its reply was lost (a timeout, a
+connection reset). Every script of the connector tolerates that (ickadd keeps the lower
+score; a reserve or claim names the log number it expects, and a replay finds the log moved
+and is told so; commits are idempotent). The few that remove data and return it in one
+phase (poll, pull, xack: ReDe's own semantics) pass ``replay_safe=False``: they are retried
+only when the error proves the command never ran.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import redis
+from redis.exceptions import RedisClusterException
+
+log = logging.getLogger("pyspark_ick.retry")
+
+T = TypeVar("T")
+
+DEFAULT_RETRY_TIMEOUT = 60.0
+"""Seconds: covers a Sentinel failover at its defaults (down-after-milliseconds 30 s plus
+the election) and a Redis Cluster failover (cluster-node-timeout 15 s plus the election),
+with room for the restart of a small server that reloads its AOF."""
+
+FIRST_DELAY = 0.05
+MAX_DELAY = 2.0
+
+# Replies that refuse a command before it runs: the command did nothing.
+REFUSALS = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
+            "MOVED", "ASK", "TTL exhausted")
+
+_timeouts: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def configure(client: Any, timeout: float) -> None:
+    """Retry transient errors of ``client`` for up to ``timeout`` seconds (0: never)."""
+    _timeouts[client] = timeout
+
+
+def timeout_of(client: Any) -> float:
+    """The retry timeout of ``client`` (``DEFAULT_RETRY_TIMEOUT`` unless configured)."""
+    try:
+        return _timeouts.get(client, DEFAULT_RETRY_TIMEOUT)
+    except TypeError:  # a client that cannot be weakly referenced
+        return DEFAULT_RETRY_TIMEOUT
+
+
+def _message(error: BaseException) -> str:
+    text = str(error)
+    if " of pipeline caused error: " in text:
+        text = text.split(" of pipeline caused error: ", 1)[1]
+    return text.lstrip("-")
+
+
+def _permanent(error: BaseException) -> bool:
+    from .connection import permanent
+
+    return permanent(error) or isinstance(error, redis.exceptions.AuthorizationError)
+
+
+def not_run(error: BaseException) -> bool:
+    """True when Redis (or the network) refused the command before it ran."""
+    if _permanent(error):
+        return False
+    if isinstance(error, (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
+                          redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError,
+                          redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError)):
+        return True
+    if isinstance(error, redis.ConnectionError) and (
+            "Connection refused" in str(error) or "Error 111 " in str(error)):
+        return True
+    if isinstance(error, RedisClusterException) and "at least one reachable node" in str(error):
+        return True
+    return _message(error).startswith(REFUSALS)
+
+
+def transient(error: BaseException) -> bool:
+    """True for an error that a later attempt may not meet (an outage, a failover)."""
+    if _permanent(error):
+        return False
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, ConnectionError,
+                          TimeoutError)):
+        return True
+    return not_run(error)
+
+
+def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
+         what: str = "Redis") -> T:
+    """``fn()``, retried on transient errors for up to ``timeout`` seconds.
+
+    Backoff: exponential from 50 ms to 2 s, full jitter. With ``replay_safe=False`` only
+    errors that prove the command did not run are retried.
+    """
+    deadline = time.monotonic() + timeout
+    attempt = 0
+    while True:
+        try:
+            result = fn()
+        except Exception as exc:
+            retry = not_run(exc) if not replay_safe else transient(exc)
+            left = deadline - time.monotonic()
+            if not retry or left <= 0:
+                raise
+            if attempt == 0:
+                log.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
+                            what, type(exc).__name__, _message(exc), left)
+            pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** attempt))
+            time.sleep(min(max(pause, 0.01), left))
+            attempt += 1
+            continue
+        if attempt:
+            log.warning("%s: answered again after %d attempts", what, attempt + 1)
+        return result
