@@ -90,9 +90,20 @@ local function time_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- allow_oom(key): let this script write when Redis is full (maxmemory, noeviction), as the
+-- consumer must: it is what frees memory. Redis refuses a script under maxmemory at its
+-- first write if that command may grow memory (denyoom); HDEL of no field is a write that
+-- may not, so the writes after it run. Works on Redis 6.2, 7 and 8 and Valkey alike (Redis
+-- 7's `#!lua flags=allow-oom` shebang says the same, but 6.2 rejects shebangs).
+local function allow_oom(key)
+  redis.call('HDEL', key, '-')
+end
+
 -- fence(lease, owner, token, ttl_ms): raise "LEASE <holder>" unless (owner, token) holds
 -- the lease hash `lease` (I5 fencing); else renew it for ttl_ms from Redis server time.
+-- Runs first in the consumer's scripts, so they write even when Redis is full (allow_oom).
 local function fence(lease, owner, token, ttl_ms)
+  allow_oom(lease)
   local h = redis.call('HMGET', lease, 'owner', 'token')
   if h[1] ~= owner or h[2] ~= token then ick_fail('LEASE ' .. (h[1] or '')) end
   local now = time_ms(nil)
@@ -107,6 +118,18 @@ local function log_head(log, field, after)
   if n < after then
     redis.call('HSET', log, field, after, 'committed', after)
     n = after
+  end
+  return n
+end
+
+-- open_size(log, after, head): items in the open reservations (or claims) numbered after
+-- `after` (and after the last committed one) through `head`: the size:<n> fields of the
+-- log hash `log`
+local function open_size(log, after, head)
+  local committed = tonumber(redis.call('HGET', log, 'committed') or 0)
+  local n = 0
+  for r = math.max(after, committed) + 1, head do
+    n = n + tonumber(redis.call('HGET', log, 'size:' .. r) or 0)
   end
   return n
 end

@@ -1,13 +1,22 @@
--- dh_commit: delete every claim <= through (idempotent; the source's commit).
--- KEYS[1] claim log hash {claimed, committed}, KEYS[2] lease hash,
---   KEYS[3] claim prefix (claim n is the list prefix..n)
--- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms
--- returns the last committed number after the call (never above the last claim)
+-- dh_commit: delete the claims after the last committed one, through ARGV[1] (the source's
+-- commit); idempotent. One call deletes the claims KEYS[3..] names (the caller calls again
+-- until the reply reaches ARGV[1]).
+-- KEYS[1] claim log hash, KEYS[2] lease hash, KEYS[3..] claims ARGV[5] + 1, ARGV[5] + 2, ...
+-- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,
+--   ARGV[5] the last committed number the caller knows
+-- returns {committed, done}: the last committed number after the call (never above the
+--   last claim); done is -1 (nothing done) when the log's committed number is not ARGV[5]
 fence(KEYS[2], ARGV[2], ARGV[3], ARGV[4])
-local committed = tonumber(redis.call('HGET', KEYS[1], 'committed') or 0)
-local claimed = tonumber(redis.call('HGET', KEYS[1], 'claimed') or 0)
-local through = math.min(tonumber(ARGV[1]), claimed)
-if through <= committed then return committed end
-for n = committed + 1, through do redis.call('DEL', KEYS[3] .. n) end
-redis.call('HSET', KEYS[1], 'committed', through)
-return through
+local clog = KEYS[1]
+local committed = tonumber(redis.call('HGET', clog, 'committed') or 0)
+local through = math.min(tonumber(ARGV[1]), tonumber(redis.call('HGET', clog, 'claimed') or 0))
+if through <= committed then return {committed, 0} end
+if committed ~= tonumber(ARGV[5]) then return {committed, -1} end
+local n = committed
+for k = 3, math.min(#KEYS, 2 + through - committed) do
+  n = n + 1
+  redis.call('UNLINK', KEYS[k])
+  redis.call('HDEL', clog, 'size:' .. n)
+end
+redis.call('HSET', clog, 'committed', n)
+return {n, 1}

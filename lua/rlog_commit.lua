@@ -1,35 +1,39 @@
--- rlog_commit: commit every reservation <= through (idempotent; stream reader, §4).
--- KEYS[1] cset, KEYS[2] rlog hash {reserved, committed}, KEYS[3] lease hash,
---   KEYS[4] manifest prefix (reservation r is the zset prefix..r)
--- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms
--- Deletes the manifests; a member leaves the cset unless a later open reservation holds
--- it (it was re-added while in flight and reserved again: that is the re-delivery).
--- returns the last committed number after the call
+-- rlog_commit: commit the reservations after the last committed one, through ARGV[1]
+-- (stream reader, §4); idempotent. One call commits the reservations whose manifests
+-- KEYS[5..] name, in order, while they hold at most ARGV[6] members together (at least
+-- one): the caller calls again until the reply reaches ARGV[1].
+-- KEYS[1] cset, KEYS[2] rlog hash, KEYS[3] lease hash, KEYS[4] held hash,
+--   KEYS[5..] manifests of reservations ARGV[5] + 1, ARGV[5] + 2, ...
+-- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,
+--   ARGV[5] the last committed number the caller knows, ARGV[6] members per call
+-- A member leaves the cset unless another open reservation holds it (re-added while in
+-- flight and reserved again: that is the re-delivery).
+-- returns {committed, done}: the last committed number after the call; done is -1
+--   (nothing done) when the log's committed number is not ARGV[5]
 fence(KEYS[3], ARGV[2], ARGV[3], ARGV[4])
-local cset, rlog, prefix = KEYS[1], KEYS[2], KEYS[4]
+local cset, rlog, held = KEYS[1], KEYS[2], KEYS[4]
 local committed = tonumber(redis.call('HGET', rlog, 'committed') or 0)
-local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)
-local through = math.min(tonumber(ARGV[1]), reserved)
-if through <= committed then return committed end
-if through == reserved then  -- no later reservation holds anything: a server-side diff
-  local closed = {}
-  for r = committed + 1, through do closed[#closed + 1] = prefix .. r end
-  redis.call('ZDIFFSTORE', cset, #closed + 1, cset, unpack(closed))
-  redis.call('UNLINK', unpack(closed))  -- big manifests are freed in the background
-  redis.call('HSET', rlog, 'committed', through)
-  return through
-end
-for r = committed + 1, through do
+local through = math.min(tonumber(ARGV[1]), tonumber(redis.call('HGET', rlog, 'reserved') or 0))
+if through <= committed then return {committed, 0} end
+if committed ~= tonumber(ARGV[5]) then return {committed, -1} end
+local budget, any_held = tonumber(ARGV[6]), redis.call('EXISTS', held) == 1
+local r = committed
+for k = 5, #KEYS do
+  if r >= through or (k > 5 and budget <= 0) then break end
+  r = r + 1
+  local flat = redis.call('LRANGE', KEYS[k], 0, -1)
+  if #flat == 0 then ick_fail(KEYS[k] .. ': reservation ' .. r .. ' is missing') end
   local gone = {}
-  for _, m in ipairs(redis.call('ZRANGE', prefix .. r, 0, -1)) do
-    local held = false
-    for later = through + 1, reserved do
-      if redis.call('ZSCORE', prefix .. later, m) then held = true; break end
-    end
-    if not held then gone[#gone + 1] = m end
+  for i = 1, #flat, 2 do
+    local more = any_held and tonumber(redis.call('HGET', held, flat[i]) or 0) or 0
+    if more == 0 then gone[#gone + 1] = flat[i]
+    elseif more == 1 then redis.call('HDEL', held, flat[i])
+    else redis.call('HINCRBY', held, flat[i], -1) end
   end
   zrem_all(cset, gone, 1, #gone)
-  redis.call('UNLINK', prefix .. r)
+  redis.call('UNLINK', KEYS[k])
+  redis.call('HDEL', rlog, 'size:' .. r)
+  budget = budget - #flat / 2
 end
-redis.call('HSET', rlog, 'committed', through)
-return through
+redis.call('HSET', rlog, 'committed', r)
+return {r, 1}

@@ -1,30 +1,36 @@
--- rlog_reserve: reserve from the pset into a NEW numbered reservation (stream reader, §4).
--- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed},
---   KEYS[5] lease hash, KEYS[6] manifest prefix (reservation r is the zset prefix..r)
+-- rlog_reserve: move the lowest members of the pset into a NEW numbered reservation
+-- (stream reader, §4). One call moves at most ARGV[7] members (bounded work: a big
+-- micro-batch is several reservations, made by several calls).
+-- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed,
+--   size:<r> of each open reservation r}, KEYS[5] lease hash, KEYS[6] held hash (member ->
+--   how many more open reservations hold it than the one that put it in the cset),
+--   KEYS[7] the manifest of reservation ARGV[6] + 1 (a list: member, score, ...)
 -- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
---   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here)
--- Reservations past `after` made earlier but never logged by Spark count against the
--- limit. Moves up to the rest, lowest scores first, into manifest r = reserved + 1 and
--- into the cset (lower score wins); the pset keeps nothing of them.
--- returns {reserved, moved}: the last reservation number after the call, members moved
+--   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
+--   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call
+-- Reservations past `after` made earlier but never logged by Spark count against the limit.
+-- returns {reserved, moved, pending}: the last reservation number after the call, members
+--   moved, members in the reservations past `after`; moved is -1 (nothing done) when the
+--   log's head is not ARGV[6]: call again with the head returned (a replayed call gets that)
 fence(KEYS[5], ARGV[3], ARGV[4], ARGV[5])
-local rlog, prefix = KEYS[4], KEYS[6]
-local after = tonumber(ARGV[2])
-local reserved = log_head(rlog, 'reserved', after)
-if not ick_open(KEYS[1], KEYS[2], KEYS[3], false) then return {reserved, 0} end
-local limit = tonumber(ARGV[1])
-if limit < 0 then limit = redis.call('ZCARD', KEYS[2]) end
-for r = after + 1, reserved do limit = limit - redis.call('ZCARD', prefix .. r) end
-if limit <= 0 then return {reserved, 0} end
--- server-side copies (no Lua tables): fast for big reservations
-local manifest = prefix .. (reserved + 1)
-local moved = redis.call('ZRANGESTORE', manifest, KEYS[2], 0, limit - 1)
-if moved == 0 then return {reserved, 0} end
-redis.call('ZREMRANGEBYRANK', KEYS[2], 0, moved - 1)
-if redis.call('EXISTS', KEYS[3]) == 0 then  -- the usual case: nothing else in flight
-  redis.call('COPY', manifest, KEYS[3])  -- a few times faster than a union into nothing
-else
-  redis.call('ZUNIONSTORE', KEYS[3], 2, KEYS[3], manifest, 'AGGREGATE', 'MIN')
+local rlog, cset = KEYS[4], KEYS[3]
+local head = log_head(rlog, 'reserved', tonumber(ARGV[2]))
+local pending = open_size(rlog, tonumber(ARGV[2]), head)
+if head ~= tonumber(ARGV[6]) then return {head, -1, pending} end
+if not ick_open(KEYS[1], KEYS[2], cset, false) then return {head, 0, pending} end
+local n = tonumber(ARGV[7])
+if tonumber(ARGV[1]) >= 0 then n = math.min(n, tonumber(ARGV[1]) - pending) end
+if n <= 0 then return {head, 0, pending} end
+local got = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
+if #got == 0 then return {head, 0, pending} end
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)
+if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
+  for i = 1, #got, 2 do
+    if redis.call('ZSCORE', cset, got[i]) then redis.call('HINCRBY', KEYS[6], got[i], 1) end
+  end
 end
-reserved = redis.call('HINCRBY', rlog, 'reserved', 1)
-return {reserved, moved}
+zadd_lt(cset, flip(got), 1, #got)
+call_chunked('RPUSH', KEYS[7], got, 1, #got)
+head = head + 1
+redis.call('HSET', rlog, 'reserved', head, 'size:' .. head, #got / 2)
+return {head, #got / 2, pending + #got / 2}

@@ -1,10 +1,11 @@
 """The reservation log and the lease (no Spark), against an in-memory model.
 
 The model of the log: reserve(limit, after) counts the reservations past ``after`` that
-exist already against ``limit``, pops the rest (lowest score, then member bytes) from the
+exist already against ``limit`` (None: everything), pops the rest (lowest score, then member bytes) from the
 pset into a new manifest and folds them into the cset; commit(through) closes every
 reservation <= through, and a member leaves the cset unless a later open reservation
-holds it; commits are idempotent and may come repeated or out of order.
+holds it; commits are idempotent and may come repeated or out of order; reading a
+committed reservation is an error (it must exist), never an empty batch.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from pyspark_ick import Ick, LeaseError
-from pyspark_ick.ick import pairs
+from pyspark_ick import Ick, IckScriptError, LeaseError, scripts
+from pyspark_ick.ick import pairs, text
 from pyspark_ick.reservations import LeaseBusy, ReservationLog, describe, snapshot
 from pyspark_ick.testing import wait_until
 
@@ -42,7 +43,7 @@ class LogModel:
 
     def reserve(self, limit: int | None, after: int) -> tuple[int, int]:
         if limit is None:
-            limit = len(self.pset)
+            limit = len(self.pset) + sum(len(m) for m in self.manifests.values())
         limit -= sum(len(self.manifests.get(r, {})) for r in range(after + 1, self.reserved + 1))
         if limit <= 0 or not self.pset:
             return self.reserved, 0
@@ -99,6 +100,10 @@ def test_reservation_log_matches_model(any_client):
 
         @rule(start=st.integers(0, 3), size=st.integers(0, 3))
         def read(self, start: int, size: int) -> None:
+            if start < self.model.committed and size > 0:  # gone: an error, never empty
+                with pytest.raises(IckScriptError, match="committed already"):
+                    self.log.read(start, start + size)
+                return
             got = {r: pairs(flat) for r, flat in self.log.read(start, start + size)}
             want = {r: sorted(m.items(), key=order) for r, m in self.model.manifests.items()
                     if start < r <= start + size}
@@ -122,20 +127,26 @@ def test_reservation_log_matches_model(any_client):
         Machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None))
 
 
-def test_big_manifests_pass_lua_unpack_limits(client):
+def test_a_big_reserve_is_many_bounded_reservations(client):
     ick = Ick(client, "big")
     ick.add({f"m{i:05}": float(i) for i in range(20_000)})
     log = ReservationLog(client, "big")
     token = log.lease.acquire("me", TTL)
-    assert log.reserve(None, 0, "me", token, TTL) == (1, 20_000)
+    per_call = scripts.ITEMS_PER_CALL
+    last, moved = log.reserve(None, 0, "me", token, TTL)
+    assert (last, moved) == (-(-20_000 // per_call), 20_000)
     ick.add({"m00007": -1.0})  # re-dirtied while in flight
-    assert log.reserve(10, 1, "me", token, TTL) == (2, 1)
-    [(r, flat)] = log.read(0, 1)
-    assert r == 1 and len(flat) == 40_000
-    assert log.commit(1, "me", token, TTL) == 1
-    assert ick.stats()["cset_size"] == 1  # held by reservation 2 still
-    assert log.commit(2, "me", token, TTL) == 2
+    assert log.reserve(10, last, "me", token, TTL) == (last + 1, 1)
+    entries = log.read(0, last)
+    assert [r for r, _ in entries] == list(range(1, last + 1))
+    assert max(len(flat) // 2 for _, flat in entries) == per_call
+    assert [text(m) for _, flat in entries for m in flat[0::2]] == \
+        [f"m{i:05}" for i in range(20_000)]  # lowest scores first, each once
+    assert log.commit(last, "me", token, TTL) == last
+    assert ick.stats()["cset_size"] == 1  # held by the later reservation still
+    assert log.commit(last + 1, "me", token, TTL) == last + 1
     assert ick.stats()["total_size"] == 0
+    assert describe(client, "big")["open_members"] == 0
 
 
 def test_describe_for_operators(client):

@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import redis
 
-from . import scripts
+from . import retry, scripts
 from .errors import IckConfigError, IckScriptError, ShardCountError
 from .ick import text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
-from .reservations import Lease, fenced
+from .reservations import KEYS_PER_CALL, Lease, _again, fenced, read_log
 
 CHUNK = 1000  # elements per dh_push call in a pipeline
 TAKE = 4000  # elements per dh_take call (Lua's unpack limit)
@@ -40,27 +40,35 @@ Clock = Callable[[], int]
 Call = tuple[str, Sequence[str], Sequence[Any]]  # script name, KEYS, ARGV
 
 
-def _run_all(client: Any, calls: Sequence[Call]) -> list[Any]:
-    """Replies of ``calls`` in one round trip; each call runs exactly once.
+def _run_all(client: Any, calls: Sequence[Call], *, what: str, replay_safe: bool = True
+             ) -> list[Any]:
+    """Replies of ``calls`` in one round trip, retried on transient errors as scripts.run
+    is (``replay_safe=False`` for calls that remove data and return it: poll, xack).
 
     Unlike scripts.pipelined, a NOSCRIPT reply re-runs only the calls that got it, so
-    calls that remove data (poll, xack, claim) are safe to pipeline.
+    calls that remove data are safe to pipeline.
     """
     if len(calls) == 1:
-        return [scripts.run(client, *calls[0])]
-    scripts.ensure_loaded(client, *{name for name, _, _ in calls})
-    pipe = client.pipeline(transaction=False)
-    for name, keys, args in calls:
-        scripts.queue(pipe, name, keys, args)
+        return [scripts.run(client, *calls[0], what=what, replay_safe=replay_safe)]
+
+    def once() -> list[Any]:
+        scripts.ensure_loaded(client, *{name for name, _, _ in calls})
+        pipe = client.pipeline(transaction=False)
+        for name, keys, args in calls:
+            scripts.queue(pipe, name, keys, args)
+        return pipe.execute(raise_on_error=False)
+
     try:
-        replies = pipe.execute(raise_on_error=False)
+        replies = retry.call(once, retry.timeout_of(client), replay_safe=replay_safe,
+                             what=what)
     except redis.RedisError as exc:
-        raise scripts.translate(exc) from exc
+        raise scripts.translate(exc, what) from exc
     for i, reply in enumerate(replies):
-        if isinstance(reply, redis.exceptions.NoScriptError):
-            replies[i] = scripts.run(client, *calls[i])  # run() reloads on NOSCRIPT
+        if isinstance(reply, redis.RedisError) and (  # did not run: run it again alone
+                isinstance(reply, redis.exceptions.NoScriptError) or retry.not_run(reply)):
+            replies[i] = scripts.run(client, *calls[i], what=what, replay_safe=replay_safe)
         elif isinstance(reply, redis.RedisError):
-            raise scripts.translate(reply)
+            raise scripts.translate(reply, what)
     return replies
 
 
@@ -146,6 +154,11 @@ class Dehydrator:
     def __repr__(self) -> str:
         return f"Dehydrator({self.name!r}, shards={self.shards})"
 
+    @property
+    def label(self) -> str:
+        """Names this dehydrator in errors."""
+        return f"dehydrator {self.name!r}"
+
     # --- helpers ---------------------------------------------------------------------------
 
     def _now(self) -> str:
@@ -179,7 +192,8 @@ class Dehydrator:
         if self._checked:
             return
         recorded = int(scripts.run(self.client, "shardcount",
-                                   [shard_count_key(self.name, "dehydrator")], [self.shards]))
+                                   [shard_count_key(self.name, "dehydrator")], [self.shards],
+                                   what=self.label))
         if recorded != self.shards:
             raise ShardCountError(
                 f"dehydrator {self.name!r} has {recorded} shards recorded in Redis, "
@@ -235,7 +249,8 @@ class Dehydrator:
             ("dh_push", self._keys[shard].store, [*head, arg])
             for shard, rows in self._split(ids, elements, times).items()
             for arg in pack_rows(*rows, chunk)]
-        replies = _run_all(self.client, calls)
+        replies = _run_all(self.client, calls, what=self.label,  # "error" on a replay
+                           replay_safe=on_duplicate != "error")  # would find its own ids
         return (sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
 
     def _split(self, ids: pa.Array, elements: pa.Array, times: np.ndarray
@@ -256,7 +271,7 @@ class Dehydrator:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""
         self.check_shards()
         return self._out(scripts.run(self.client, "dh_pull", self.keys_of(id).store,
-                                     [text(id)])[0])
+                                     [text(id)], what=self.label, replay_safe=False)[0])
 
     def poll(self) -> list[Any]:
         """Remove and return every due element, earliest due first."""
@@ -275,7 +290,7 @@ class Dehydrator:
             now = self._now()
             replies = _run_all(self.client, [
                 ("dh_take", self._keys[i].store, [now, limit, mode]) for i in active
-            ])
+            ], what=self.label, replay_safe=mode != "poll")
             more = []
             for shard, reply in zip(active, replies, strict=True):
                 runs.append([(int(float(reply[j])), reply[j + 1])
@@ -296,7 +311,7 @@ class Dehydrator:
         replies = _run_all(self.client, [
             ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
             for shard, rows in groups.items()
-        ])
+        ], what=self.label, replay_safe=False)
         out: list[Any] = [None] * len(ids)
         for rows, reply in zip(groups.values(), replies, strict=True):
             for (pos, _), element in zip(rows, reply, strict=True):
@@ -305,17 +320,16 @@ class Dehydrator:
 
     def look(self, id: Any) -> Any:
         """The element of ``id`` without removing it; None when it is not parked."""
-        try:
-            return self._out(self.client.hget(self.keys_of(id).elements, text(id)))
-        except redis.RedisError as exc:
-            raise scripts.translate(exc) from exc
+        elements = self.keys_of(id).elements
+        return self._out(scripts.command(self.client, lambda: self.client.hget(elements, text(id)),
+                                         what=self.label))
 
     def ttn(self) -> int:
         """ms until the next element is due: 0 when one is due, -1 when empty."""
         self.check_shards()
         now = self._now()
         waits = [int(r) for r in _run_all(
-            self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys])]
+            self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys], what=self.label)]
         pending = [w for w in waits if w >= 0]
         return min(pending) if pending else -1
 
@@ -323,31 +337,31 @@ class Dehydrator:
         """Replace the element of parked ``id`` (keeping its due time); returns the old one."""
         self.check_shards()
         return self._out(scripts.run(self.client, "dh_update", self.keys_of(id).store,
-                                     [text(id), element]))
+                                     [text(id), element], what=self.label))
 
     # --- operations ------------------------------------------------------------------------
 
     def size(self) -> int:
         """How many elements are parked (due or not; claimed ones not counted)."""
-        try:
+        def count() -> int:
             pipe = self.client.pipeline(transaction=False)
             for keys in self._keys:
                 pipe.zcard(keys.due)
             return sum(int(n) for n in pipe.execute())
-        except redis.RedisError as exc:
-            raise scripts.translate(exc) from exc
+
+        return int(scripts.command(self.client, count, what=self.label))
 
     def delete(self) -> int:
         """Remove every key of every shard (open claims too) and the recorded shard count."""
         removed = 0
         for keys in self._keys:
-            log = ClaimLog(self.client, keys)
-            claims = [keys.claim(n) for n in range(log.last_committed() + 1,
-                                                   log.last_claimed() + 1)]
+            claimed, committed = ClaimLog(self.client, keys).counters()
+            claims = [keys.claim(n) for n in range(committed + 1, claimed + 1)]
             removed += int(scripts.run(self.client, "ickdel", keys.fixed_keys() + claims,
-                                       ["DEL"]))
+                                       ["DEL"], what=self.label))
         removed += int(scripts.run(self.client, "ickdel",
-                                   [shard_count_key(self.name, "dehydrator")], ["DEL"]))
+                                   [shard_count_key(self.name, "dehydrator")], ["DEL"],
+                                   what=self.label))
         self._checked = False
         return removed
 
@@ -372,40 +386,56 @@ class ClaimLog:
         self.clock = clock
         self.label = label or f"dehydrator shard {keys.master!r}"
         self.lease = Lease(client, keys.lease, self.label)
+        self._head: int | None = None  # the last claim number seen
+        self._committed: int | None = None  # the last committed number seen
 
     def __repr__(self) -> str:
         return f"ClaimLog({self.keys.master!r})"
 
+    def counters(self) -> tuple[int, int]:
+        """(last claimed, last committed), as Redis has them now."""
+        claimed, committed = scripts.command(
+            self.client, lambda: self.client.hmget(self.keys.clog, "claimed", "committed"),
+            what=self.label)
+        self._head, self._committed = int(claimed or 0), int(committed or 0)
+        return self._head, self._committed
+
     def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int
                 ) -> tuple[int, int]:
-        """Claim up to ``limit`` due elements (None: all) into a new claim.
+        """Claim up to ``limit`` due elements (None: all) into new claims, at most
+        ``scripts.ITEMS_PER_CALL`` per call and claim.
 
         Claims past ``after`` that exist already count against ``limit``. Returns (last
         claim number, elements moved); fenced by ``owner`` and ``token``.
         """
         k = self.keys
-        now = "" if self.clock is None else str(int(self.clock()))
-        args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms, now]
-        try:
-            reply = scripts.run(self.client, "dh_claim",
-                                [*k.store, k.clog, k.lease, k.claim_prefix], args)
-        except IckScriptError as exc:
-            raise fenced(self.label, exc) from exc
-        return int(reply[0]), int(reply[1])
+        head = max(self._head if self._head is not None else self.counters()[0], after)
+        moved = stale = 0
+        while True:
+            now = "" if self.clock is None else str(int(self.clock()))
+            args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms, now,
+                    head, scripts.ITEMS_PER_CALL]
+            try:
+                reply = scripts.run(self.client, "dh_claim",
+                                    [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
+                                    what=self.label)
+            except IckScriptError as exc:
+                raise fenced(self.label, exc) from exc
+            head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
+            self._head = head
+            if got < 0:  # the log is elsewhere (a replayed call): again from its head
+                stale = _again(stale, self.label)
+                continue
+            moved += got
+            if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
+                return head, moved
 
     def read(self, start: int, end: int) -> list[Entry]:
-        """(id, due ms, element) of every element of claims ``start + 1 .. end``."""
-        if end <= start:
-            return []
-        try:
-            pipe = self.client.pipeline(transaction=False)
-            for n in range(start + 1, end + 1):
-                pipe.lrange(self.keys.claim(n), 0, -1)
-            replies = pipe.execute()
-        except redis.RedisError as exc:
-            raise scripts.translate(exc) from exc
+        """(id, due ms, element) of every element of claims ``start + 1 .. end``; a claim
+        that must exist and does not raises (see ReservationLog.read)."""
         out: list[Entry] = []
-        for flat in replies:
+        for _, flat in read_log(self.client, self.keys.clog, self.keys.claim, "claimed",
+                                start, end, self.label, 3):
             for i in range(0, len(flat), 3):
                 element = text(flat[i + 2]) if self.decode else flat[i + 2]
                 out.append((text(flat[i]), int(float(flat[i + 1])), element))
@@ -414,26 +444,33 @@ class ClaimLog:
     def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
         """Delete every claim ``<= through`` (idempotent); returns the last committed."""
         k = self.keys
-        try:
-            return int(scripts.run(self.client, "dh_commit", [k.clog, k.lease, k.claim_prefix],
-                                   [int(through), owner, token, ttl_ms]))
-        except IckScriptError as exc:
-            raise fenced(self.label, exc) from exc
+        committed = self._committed if self._committed is not None else self.counters()[1]
+        stale = 0
+        while True:
+            claims = [k.claim(n) for n in range(committed + 1,
+                                                min(through, committed + KEYS_PER_CALL) + 1)]
+            try:
+                reply = scripts.run(self.client, "dh_commit", [k.clog, k.lease, *claims],
+                                    [int(through), owner, token, ttl_ms, committed],
+                                    what=self.label)
+            except IckScriptError as exc:
+                raise fenced(self.label, exc) from exc
+            now, done = int(reply[0]), int(reply[1])
+            if done < 0:
+                stale = _again(stale, self.label)
+            elif done == 0 or now >= through or now == committed:
+                self._committed = now
+                return now
+            committed = self._committed = now
 
     def backlog(self) -> int:
         """How many elements of the shard are due now (not claimed yet)."""
         now = "" if self.clock is None else str(int(self.clock()))
-        return int(scripts.run(self.client, "dh_backlog", [self.keys.due], [now]))
-
-    def _counter(self, field: str) -> int:
-        try:
-            value = self.client.hget(self.keys.clog, field)
-        except redis.RedisError as exc:
-            raise scripts.translate(exc) from exc
-        return int(value) if value is not None else 0
+        return int(scripts.run(self.client, "dh_backlog", [self.keys.due], [now],
+                               what=self.label))
 
     def last_claimed(self) -> int:
-        return self._counter("claimed")
+        return self.counters()[0]
 
     def last_committed(self) -> int:
-        return self._counter("committed")
+        return self.counters()[1]

@@ -83,12 +83,13 @@ class IckKeys:
         return self._prefix + "rlog"
 
     def reservation(self, number: int) -> str:
-        """Sorted set: the manifest (member -> score) of reservation ``number``."""
-        return f"{self._prefix}res:{number}"
+        """List: the manifest (member, score, ... by score) of reservation ``number``."""
+        return f"{self._prefix}resv:{number}"
 
     @property
-    def reservation_prefix(self) -> str:
-        return self._prefix + "res:"
+    def held(self) -> str:
+        """Hash: member -> how many more open reservations hold it than the first one."""
+        return self._prefix + "held"
 
     @property
     def lease(self) -> str:
@@ -97,7 +98,7 @@ class IckKeys:
 
     def fixed_keys(self) -> list[str]:
         """Every key of the Ick whose name does not depend on a number."""
-        return [self.master, self.pset, self.cset, self.rlog, self.lease]
+        return [self.master, self.pset, self.cset, self.rlog, self.lease, self.held]
 
 
 @dataclass(frozen=True)
@@ -134,13 +135,9 @@ class DehydratorKeys:
         """Hash: the claim log's counters (last claimed, last committed)."""
         return self.key("clog")
 
-    @property
-    def claim_prefix(self) -> str:
-        return self.key("claim:")
-
     def claim(self, number: int) -> str:
         """List: the manifest (id, due, element, ...) of claim ``number``."""
-        return f"{self.claim_prefix}{number}"
+        return self.key(f"claim:{number}")
 
     @property
     def lease(self) -> str:

@@ -1,10 +1,17 @@
 """The reservation log of one Ick shard and the consumer lease (DESIGN §4, I5).
 
-A reservation is a numbered manifest (member -> score) moved out of the pset in one Lua
-call; the cset holds the union of the open ones. ``commit(n)`` closes every reservation
-``<= n``; a member re-added while in flight was reserved again later and stays in the cset
-until that later reservation is committed too. Counters live in the shard's ``rlog`` hash
-(``reserved``: last number made, ``committed``: last number committed).
+A reservation is a numbered manifest (member, score, ... in score order) moved out of the
+pset by one bounded Lua call (at most ``scripts.ITEMS_PER_CALL`` members: a big batch is
+several reservations); the cset holds the union of the open ones. ``commit(n)`` closes
+every reservation ``<= n``; a member re-added while in flight was reserved again later and
+stays in the cset until that later reservation is committed too (the ``held`` hash counts
+such extra holders). Counters live in the shard's ``rlog`` hash (``reserved``: last number
+made, ``committed``: last number committed, ``size:<r>``: members of open reservation r).
+
+Every script names every key it touches, manifests included, so a call reaches the node
+that has them while a slot migrates. The client names the next manifest from the last
+number it saw; a script that finds the log elsewhere (a replayed call whose reply was
+lost) does nothing and says where the log is, and the client calls again.
 
 ``Lease`` works on any lease hash (Ick or dehydrator shards): owner, fencing token and an
 expiry from Redis time. Reserve and commit check owner and token inside their Lua, so a
@@ -13,24 +20,33 @@ consumer whose lease was taken cannot change anything.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import scripts
-from .errors import IckScriptError, LeaseError
+from .errors import IckError, IckScriptError, LeaseError
 from .ick import text
 from .keys import IckKeys, check_name
 
+log = logging.getLogger("pyspark_ick.reservations")
+
+KEYS_PER_CALL = 16  # manifests one read or commit call names at most
+
 
 class LeaseBusy(LeaseError):
-    """Another owner holds a live lease; ``idle_ms`` says how long ago it was renewed."""
+    """Another owner holds a live lease: ``idle_ms`` since its renewal at ``renewed_at``
+    (Redis time, ms); it counts as gone once idle for ``gone_after_ms``."""
 
-    def __init__(self, message: str, owner: str, expires_in_ms: int, idle_ms: int) -> None:
+    def __init__(self, message: str, owner: str, expires_in_ms: int, idle_ms: int,
+                 renewed_at: int = 0, gone_after_ms: int = 0) -> None:
         super().__init__(message)
         self.owner = owner
         self.expires_in_ms = expires_in_ms
         self.idle_ms = idle_ms
+        self.renewed_at = renewed_at
+        self.gone_after_ms = gone_after_ms
 
 
 @dataclass
@@ -41,19 +57,24 @@ class Lease:
     key: str
     label: str
 
-    def _call(self, mode: str, owner: str, token: int = 0, ttl_ms: int = 0) -> list[Any]:
-        return scripts.run(self.client, "rlog_lease", [self.key], [mode, owner, token, ttl_ms])
+    def _call(self, mode: str, owner: str, token: int = 0, ttl_ms: int = 0,
+              beat_ms: int = 1000) -> list[Any]:
+        return scripts.run(self.client, "rlog_lease", [self.key],
+                           [mode, owner, token, ttl_ms, beat_ms], what=self.label)
 
     def _busy(self, reply: Sequence[Any], what: str) -> LeaseBusy:
         owner, expires, idle = text(reply[1]), int(reply[2]), int(reply[3])
         if not owner:
             return LeaseBusy(f"{self.label}: {what}: the lease was released", "", 0, 0)
         return LeaseBusy(f"{self.label}: {what}: consumer {owner!r} holds the lease "
-                         f"(expires in {expires} ms unless renewed)", owner, expires, idle)
+                         f"(expires in {expires} ms unless renewed)", owner, expires, idle,
+                         int(reply[4]), int(reply[5]))
 
-    def acquire(self, owner: str, ttl_ms: int) -> int:
-        """Take the lease for ``owner``; returns a new fencing token, raises LeaseBusy."""
-        reply = self._call("acquire", owner, 0, ttl_ms)
+    def acquire(self, owner: str, ttl_ms: int, beat_ms: int = 1000) -> int:
+        """Take the lease for ``owner``, who renews it every ``beat_ms``; returns a new
+        fencing token. Raises LeaseBusy while another owner renews it (a holder idle for
+        3 renewal periods and a second is gone, and its lease is taken over)."""
+        reply = self._call("acquire", owner, 0, ttl_ms, beat_ms)
         if int(reply[0]) != 1:
             raise self._busy(reply, "cannot consume")
         return int(reply[1])
@@ -71,7 +92,7 @@ class Lease:
 
 def fenced(label: str, exc: IckScriptError) -> IckScriptError | LeaseError:
     """A LeaseError for a fencing refusal raised inside a Lua script, else ``exc``."""
-    message = str(exc)
+    message = str(exc).removeprefix(f"{label}: ")
     if not message.startswith("LEASE"):
         return exc
     owner = message[len("LEASE"):].strip()
@@ -88,46 +109,114 @@ class ReservationLog:
         self.keys = IckKeys(check_name(master))
         self.label = label or f"Ick {master!r}"
         self.lease = Lease(client, self.keys.lease, self.label)
+        self._head: int | None = None  # the last reservation number seen
+        self._committed: int | None = None  # the last committed number seen
+
+    def counters(self) -> tuple[int, int]:
+        """(last reserved, last committed), as Redis has them now."""
+        reserved, committed = scripts.command(
+            self.client, lambda: self.client.hmget(self.keys.rlog, "reserved", "committed"),
+            what=self.label)
+        self._head, self._committed = int(reserved or 0), int(committed or 0)
+        return self._head, self._committed
 
     def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int
                 ) -> tuple[int, int]:
-        """Move up to ``limit`` members (None: all) into a new reservation.
+        """Move up to ``limit`` members (None: all) into new reservations, at most
+        ``scripts.ITEMS_PER_CALL`` per call and reservation.
 
         Reservations past ``after`` that exist already count against ``limit``. Returns
         (last reservation number, members moved); fenced by ``owner`` and ``token``.
         """
         k = self.keys
-        args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms]
-        try:
-            reply = scripts.run(self.client, "rlog_reserve",
-                                [*k.base, k.rlog, k.lease, k.reservation_prefix], args)
-        except IckScriptError as exc:
-            raise fenced(self.label, exc) from exc
-        return int(reply[0]), int(reply[1])
+        head = max(self._head if self._head is not None else self.counters()[0], after)
+        moved = stale = 0
+        while True:
+            args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms,
+                    head, scripts.ITEMS_PER_CALL]
+            try:
+                reply = scripts.run(self.client, "rlog_reserve",
+                                    [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)],
+                                    args, what=self.label)
+            except IckScriptError as exc:
+                raise fenced(self.label, exc) from exc
+            head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
+            self._head = head
+            if got < 0:  # the log is elsewhere (a replayed call): again from its head
+                stale = _again(stale, self.label)
+                continue
+            moved += got
+            if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
+                return head, moved
 
     def read(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
-        """``[(r, [member, score, ...]), ...]`` for reservations ``start < r <= end``."""
-        if end <= start:
-            return []
-        reply = scripts.run(self.client, "rlog_read", [self.keys.reservation_prefix],
-                            [int(start), int(end)])
-        return [(int(reply[i]), reply[i + 1]) for i in range(0, len(reply), 2)]
+        """``[(r, [member, score, ...]), ...]`` for reservations ``start < r <= end``.
+
+        A reservation that must exist and does not raises IckScriptError; one that Redis
+        lost with its latest writes (past the log's head: a failover, a restore) is left
+        out, and its members are queued again where Redis kept them.
+        """
+        return read_log(self.client, self.keys.rlog, self.keys.reservation, "reserved",
+                        start, end, self.label, 2)
 
     def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
         """Commit every reservation ``<= through``; returns the last committed number."""
         k = self.keys
-        try:
-            return int(scripts.run(self.client, "rlog_commit",
-                                   [k.cset, k.rlog, k.lease, k.reservation_prefix],
-                                   [int(through), owner, token, ttl_ms]))
-        except IckScriptError as exc:
-            raise fenced(self.label, exc) from exc
+        committed = self._committed if self._committed is not None else self.counters()[1]
+        stale = 0
+        while True:
+            last = min(through, committed + KEYS_PER_CALL)
+            manifests = [k.reservation(r) for r in range(committed + 1, last + 1)]
+            try:
+                reply = scripts.run(
+                    self.client, "rlog_commit", [k.cset, k.rlog, k.lease, k.held, *manifests],
+                    [int(through), owner, token, ttl_ms, committed, scripts.ITEMS_PER_CALL],
+                    what=self.label)
+            except IckScriptError as exc:
+                raise fenced(self.label, exc) from exc
+            now, done = int(reply[0]), int(reply[1])
+            if done < 0:
+                stale = _again(stale, self.label)
+            elif done == 0 or now >= through or now == committed:
+                self._committed = now
+                return now
+            committed = self._committed = now
 
     def last_committed(self) -> int:
-        return describe(self.client, self.keys.master)["last_committed"]
+        return self.counters()[1]
 
     def describe(self) -> dict[str, Any]:
         return describe(self.client, self.keys.master)
+
+
+def _again(stale: int, label: str) -> int:
+    """Count a call that found the log elsewhere than the caller knew; a few in a row mean
+    someone else writes this log."""
+    if stale >= 3:
+        raise IckError(f"{label}: the reservation log keeps moving under this consumer")
+    return stale + 1
+
+
+def read_log(client: Any, log_key: str, manifest: Callable[[int], str], head_field: str,
+             start: int, end: int, label: str, width: int) -> list[tuple[int, list[Any]]]:
+    """``[(n, items), ...]`` of the manifests ``start < n <= end`` of a reservation or
+    claim log (lua/log_read.lua; ``width`` items per member or element), in bounded calls."""
+    out: list[tuple[int, list[Any]]] = []
+    n = start
+    while n < end:
+        names = [manifest(r) for r in range(n + 1, min(end, n + KEYS_PER_CALL) + 1)]
+        reply = scripts.run(client, "log_read", [log_key, *names],
+                            [n, head_field, width * scripts.ITEMS_PER_CALL], what=label)
+        for i in range(0, len(reply), 2):
+            number, items = int(reply[i]), reply[i + 1]
+            if items:
+                out.append((number, items))
+            else:
+                log.warning("%s: number %d was lost with writes Redis did not keep (a "
+                            "failover or a restore); its items are delivered again later",
+                            label, number)
+        n = int(reply[-2])
+    return out
 
 
 def describe(client: Any, master_key: str) -> dict[str, Any]:
@@ -137,7 +226,7 @@ def describe(client: Any, master_key: str) -> dict[str, Any]:
     (None when free), lease_expires_in_ms (None when free).
     """
     k = IckKeys(check_name(master_key))
-    reply = scripts.run(client, "rlog_info", [k.rlog, k.lease, k.reservation_prefix])
+    reply = scripts.run(client, "rlog_info", [k.rlog, k.lease], what=f"Ick {master_key!r}")
     reserved, committed, members = int(reply[0]), int(reply[1]), int(reply[2])
     owner, expires = text(reply[3]), int(reply[4])
     return {
@@ -153,12 +242,42 @@ def describe(client: Any, master_key: str) -> dict[str, Any]:
 def snapshot(client: Any, master_key: str
              ) -> tuple[list[Any], list[Any], dict[str, int]]:
     """Non-destructive view of Ick shard ``master_key``: (pset flat, cset flat,
-    member -> highest open reservation holding it)."""
+    member -> highest open reservation holding it), read in bounded calls.
+
+    Paged, not atomic: a member queued or reserved for the whole read appears once; one
+    reserved during the read appears as queued or as reserved (the pset is read first),
+    unless it was committed too before the cset was read; adds during the read may show.
+    """
+    from .ick import Ick
+
     k = IckKeys(check_name(master_key))
-    pset, cset, open_ = scripts.run(client, "rlog_snapshot",
-                                    [*k.base, k.rlog, k.reservation_prefix])
+    what = f"Ick {master_key!r}"
+    if Ick(client, master_key).stats() is None:  # checks the version flag
+        return [], [], {}
+    pset, cset = scan_sorted_set(client, k.pset, what), scan_sorted_set(client, k.cset, what)
     holder: dict[str, int] = {}
-    for i in range(0, len(open_), 2):
-        for member in open_[i + 1]:
-            holder[text(member)] = int(open_[i])
+    reserved, committed = ReservationLog(client, master_key).counters()
+    for r in range(committed + 1, reserved + 1):
+        members = scripts.command(client, lambda r=r: client.lrange(k.reservation(r), 0, -1),
+                                  what=what)  # at most ITEMS_PER_CALL members
+        for member in members[0::2]:
+            holder[text(member)] = r
     return pset, cset, holder
+
+
+def scan_sorted_set(client: Any, key: str, what: str) -> list[Any]:
+    """``[member, score, ...]`` of sorted set ``key`` by score, read with ZSCAN pages of
+    about ``scripts.ITEMS_PER_CALL`` (each member once)."""
+    found: dict[Any, float] = {}
+    cursor = 0
+    while True:
+        cursor, page = scripts.command(
+            client, lambda c=cursor: client.zscan(key, c, count=scripts.ITEMS_PER_CALL),
+            what=what)
+        found.update(page)
+        if int(cursor) == 0:
+            break
+    flat: list[Any] = []
+    for member, score in sorted(found.items(), key=lambda item: (item[1], item[0])):
+        flat += (member, score)
+    return flat

@@ -5,10 +5,11 @@ A source subclasses ``ReservationStreamReader`` and implements ``open_log(shard)
 returning an object with this interface (``ShardLog``) for one shard:
 
 - ``label``: names the source and the shard in errors (``"Ick 'q' shard 2 (key 'q:2')"``).
-- ``acquire_lease(owner, ttl_ms) -> token``: take the shard's lease with a NEW fencing
-  token (also for the same owner); raise ``reservations.LeaseBusy`` when another owner
-  holds a live lease. ``renew_lease(fence)`` raises ``LeaseError`` when it was taken;
-  ``release_lease(fence)`` gives it up.
+- ``acquire_lease(owner, ttl_ms, beat_ms) -> token``: take the shard's lease with a NEW
+  fencing token (also for the same owner), for an owner that renews it every ``beat_ms``;
+  raise ``reservations.LeaseBusy`` when another owner holds a live lease.
+  ``renew_lease(fence)`` raises ``LeaseError`` when it was taken; ``release_lease(fence)``
+  gives it up.
 - ``reserve_into(limit, after, fence) -> (number, moved)``: move up to ``limit`` (None: no
   limit) waiting items into a NEW numbered reservation, counting reservations past
   ``after`` that exist already (made, never logged by Spark) against the limit; return
@@ -36,9 +37,12 @@ commits through ``start`` first: the last batch is acknowledged at the next trig
 instead of waiting for the next non-empty batch (and Trigger.AvailableNow ends clean).
 
 The lease of every shard is taken on the first driver call, renewed by every reserve and
-commit and by a heartbeat thread, and released by ``stop()``. A lease renewed lately
-means a live consumer: the query fails at once. A lease not renewed for a while is a dead
-consumer: the reader logs that and waits for its expiry (option consumerId avoids that).
+commit and by a heartbeat thread, and released by ``stop()``. A lease that its holder
+renews while this reader looks (about one heartbeat) is a live query: this one fails. A
+lease whose holder stopped renewing it for 3 heartbeats and a second is a crashed query:
+taken over with a new fencing token, so the crashed one's zombies can change nothing
+(I5); a restart from the checkpoint resumes within seconds. Redis outages up to
+redis.retryTimeout are ridden out by every call (retry.py); the heartbeat keeps trying.
 Fault points (``faults.fault``): after_reserve, before_read, during_read, before_commit.
 """
 
@@ -96,7 +100,7 @@ class ShardLog(Protocol):
 
     label: str
 
-    def acquire_lease(self, owner: str, ttl_ms: int) -> int: ...
+    def acquire_lease(self, owner: str, ttl_ms: int, beat_ms: int) -> int: ...
     def renew_lease(self, fence: Fence) -> None: ...
     def release_lease(self, fence: Fence) -> None: ...
     def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]: ...
@@ -113,8 +117,8 @@ class LogAdapter:
 
     log: Any
 
-    def acquire_lease(self, owner: str, ttl_ms: int) -> int:
-        return self.log.lease.acquire(owner, ttl_ms)
+    def acquire_lease(self, owner: str, ttl_ms: int, beat_ms: int) -> int:
+        return self.log.lease.acquire(owner, ttl_ms, beat_ms)
 
     def renew_lease(self, fence: Fence) -> None:
         self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
@@ -239,20 +243,30 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return self._logs
 
     def _acquire(self, shard_log: ShardLog, owner: str) -> Fence:
+        """The shard's lease with a new fencing token. A holder that renews its lease while
+        we look is a live query: refused within about one of its renewal periods. One that
+        does not is gone (a crashed query restarting from its checkpoint): taken over once
+        it has been idle for 3 of its renewal periods and a second (lua/rlog_lease.lua)."""
+        seen: int | None = None
         while True:
             try:
-                return Fence(owner, shard_log.acquire_lease(owner, self.lease_ms), self.lease_ms)
+                token = shard_log.acquire_lease(owner, self.lease_ms, self.heartbeat_ms)
+                return Fence(owner, token, self.lease_ms)
             except LeaseBusy as busy:
-                if busy.idle_ms < 3 * self.heartbeat_ms + 1000:
+                if seen is not None and busy.renewed_at != seen:
                     raise LeaseError(
                         f"{shard_log.label} is consumed by another query: consumer "
                         f"{busy.owner!r} holds its lease and renewed it {busy.idle_ms} ms ago. "
                         "Stop that query first (one consumer per shard)") from None
-                log.warning(
-                    "%s: waiting %d ms for the lease of consumer %r to expire (not renewed "
-                    "for %d ms: its query is gone). Set option consumerId to resume at once.",
-                    shard_log.label, busy.expires_in_ms, busy.owner, busy.idle_ms)
-                time.sleep(min(busy.expires_in_ms, self.lease_ms) / 1000 + 0.01)
+                if seen is None:
+                    log.warning("%s: consumer %r holds the lease, last renewed %d ms ago: "
+                                "taking it over unless it renews it within %d ms",
+                                shard_log.label, busy.owner, busy.idle_ms,
+                                busy.gone_after_ms - busy.idle_ms)
+                seen = busy.renewed_at
+                beat = (busy.gone_after_ms - 1000) / 3
+                wait = min(busy.gone_after_ms - busy.idle_ms, 1.5 * beat)
+                time.sleep(max(wait, 10) / 1000 + 0.02)
 
     def _beat(self) -> None:
         while not self._stopping.wait(self.heartbeat_ms / 1000):
