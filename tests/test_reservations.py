@@ -1,11 +1,11 @@
 """The reservation log and the lease (no Spark), against an in-memory model.
 
 The model of the log: reserve(limit, after) counts the reservations past ``after`` that
-exist already against ``limit`` (None: everything), pops the rest (lowest score, then member bytes) from the
-pset into a new manifest and folds them into the cset; commit(through) closes every
-reservation <= through, and a member leaves the cset unless a later open reservation
-holds it; commits are idempotent and may come repeated or out of order; reading a
-committed reservation is an error (it must exist), never an empty batch.
+exist already against ``limit`` (None: everything), pops the rest (lowest score, then
+member bytes) from the pset into a new manifest and folds them into the cset;
+commit(through) closes every reservation <= through, and a member leaves the cset unless
+a later open reservation holds it; commits are idempotent and may come repeated or out
+of order; reading a committed reservation is an error (it must exist), never empty.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from . import retry
-from .errors import IckError, IckScriptError, RedisFullError
+from .errors import IckConnectionError, IckError, IckScriptError, RedisFullError
 
 PRELUDE = "_prelude"
 
@@ -79,14 +79,18 @@ def _load(client: Any, names: Sequence[str], force: bool = False) -> None:
 
 def translate(exc: Exception, what: str | None = None) -> IckError:
     """The IckError for an error raised by redis-py; ``what`` names the Ick or dehydrator."""
-    from .connection import connection_error
+    from .connection import connection_error, permanent
 
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
-            or retry.transient(exc):  # still failing when redis.retryTimeout ran out
-        return connection_error(exc)
     message = str(exc)
-    if message.startswith("Command # ") and " of pipeline caused error: " in message:
+    if " of pipeline caused error: " in message:
         message = message.split(" of pipeline caused error: ", 1)[1]  # no arguments echoed
+    if permanent(exc):  # a refused password or certificate: not retried
+        return connection_error(exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
+            or retry.transient(exc):
+        return IckConnectionError(
+            f"{what or 'Redis'}: Redis did not answer within redis.retryTimeout "
+            f"(restarting, failing over, migrating a slot?): {type(exc).__name__}: {message}")
     if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua
         message = message[message.index("ICK ") + 4:]
     # Redis 7 appends the script location to errors raised inside scripts
