@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Report, percentile, timed
 
-from pyspark_ick import Dehydrator, connect, dehydrator
+from pyspark_ick import Dehydrator, connect, dehydrator, scripts
 from pyspark_ick.testing import redis_server, spark_session
 
 RAW_CHUNK = 1000
@@ -64,11 +64,11 @@ def raw_push(client: Any, key: str, ids: list[str], elements: list[str], due: in
 
 
 def raw_poll(client: Any, key: str) -> int:
-    """The baseline: due ids, their elements, removal; 4,000 per round trip."""
+    """The baseline: due ids, their elements, removal; ITEMS_PER_CALL per round trip."""
     taken = 0
     while True:
         ids = client.zrange(f"{key}:due", "-inf", redis_ms(client), byscore=True, offset=0,
-                            num=dehydrator.TAKE)
+                            num=scripts.ITEMS_PER_CALL)
         if not ids:
             return taken
         pipe = client.pipeline(transaction=False)

@@ -1,12 +1,13 @@
 -- dh_take: due elements of one shard, earliest due first (ReDe POLL and XPOLL).
 -- KEYS[1] due (sorted set id -> due ms), KEYS[2] elements (hash id -> element)
 -- ARGV[1] now in ms, or "" for Redis server time
--- ARGV[2] at most this many (poll: <= 4000; xpoll: -1 for all)
+-- ARGV[2] at most this many (bounded work per call)
 -- ARGV[3] "poll": remove them, return elements | "xpoll": return ids, remove nothing
+-- ARGV[4] xpoll: skip this many due ids first (pages)
 -- returns {due1, x1, due2, x2, ...} with x the element (poll) or the id (xpoll)
 local now = time_ms(ARGV[1])
-local got = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0,
-                       tonumber(ARGV[2]), 'WITHSCORES')
+local got = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT',
+                       tonumber(ARGV[4] or 0), tonumber(ARGV[2]), 'WITHSCORES')
 if ARGV[3] == 'xpoll' or #got == 0 then return flip(got) end
 local ids = {}
 for i = 1, #got, 2 do ids[#ids + 1] = got[i] end

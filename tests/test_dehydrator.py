@@ -241,7 +241,7 @@ def test_sharded_commands_combine_shards(any_client):
 
 def test_poll_takes_more_than_one_script_call(client):
     d = Dehydrator(client, "big", shards=2)
-    n = 9000  # more than TAKE per shard
+    n = 9000  # more than ITEMS_PER_CALL per shard
     d.park([str(i) for i in range(n)], [f"e{i}" for i in range(n)], [0] * n)
     assert sorted(d.poll()) == sorted(f"e{i}" for i in range(n))
     assert d.size() == 0

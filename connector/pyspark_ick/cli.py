@@ -104,10 +104,15 @@ def peek(client: Any, name: str, shards: int, n: int) -> dict[str, list[tuple[st
     sharded = ShardedIck(client, name, shards)
     queued: list[tuple[str, float, int]] = []
     reserved: list[tuple[str, float, int]] = []
+    step = scripts.ITEMS_PER_CALL  # pages: no call holds Redis long, whatever n is
     for i in range(shards):
-        pset, cset = scripts.run(client, "ickpeek", sharded.shard(i).keys.base, [n])
-        queued += [(m, s, i) for m, s in pairs(pset)]
-        reserved += [(m, s, i) for m, s in pairs(cset)]
+        for skip in range(0, n, step):
+            pset, cset = scripts.run(client, "ickpeek", sharded.shard(i).keys.base,
+                                     [min(step, n - skip), skip], what=sharded.label)
+            queued += [(m, s, i) for m, s in pairs(pset)]
+            reserved += [(m, s, i) for m, s in pairs(cset)]
+            if len(pset) < 2 * step and len(cset) < 2 * step:
+                break
 
     def lowest(found: list[tuple[str, float, int]]) -> list[tuple[str, float, int]]:
         return sorted(found, key=lambda row: (row[1], row[0]))[:n]

@@ -28,12 +28,11 @@ import redis
 
 from . import retry, scripts
 from .errors import IckConfigError, IckScriptError, ShardCountError
-from .ick import text
+from .ick import PIPELINE_DEPTH, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .reservations import KEYS_PER_CALL, Lease, _again, fenced, read_log
 
 CHUNK = 1000  # elements per dh_push call in a pipeline
-TAKE = 4000  # elements per dh_take call (Lua's unpack limit)
 ON_DUPLICATE = ("keep", "replace", "error")
 
 Clock = Callable[[], int]
@@ -50,6 +49,10 @@ def _run_all(client: Any, calls: Sequence[Call], *, what: str, replay_safe: bool
     """
     if len(calls) == 1:
         return [scripts.run(client, *calls[0], what=what, replay_safe=replay_safe)]
+    if len(calls) > PIPELINE_DEPTH:  # a deep pipeline would be one long stall too
+        return [reply for first in range(0, len(calls), PIPELINE_DEPTH)
+                for reply in _run_all(client, calls[first:first + PIPELINE_DEPTH], what=what,
+                                      replay_safe=replay_safe)]
 
     def once() -> list[Any]:
         scripts.ensure_loaded(client, *{name for name, _, _ in calls})
@@ -243,6 +246,7 @@ class Dehydrator:
         what the Spark sink calls with its Arrow batches."""
         if not len(ids):
             return (0, 0)
+        chunk = min(chunk, scripts.ITEMS_PER_CALL)
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
         calls: list[Call] = [
@@ -282,22 +286,26 @@ class Dehydrator:
         return [text(x) for _, x in self._take("xpoll")]
 
     def _take(self, mode: str) -> list[tuple[int, Any]]:
+        """Due elements (poll) or ids (xpoll) of every shard, in calls of at most
+        ``scripts.ITEMS_PER_CALL``; xpoll pages by rank, so ids that come due or go during
+        the read may be missed or repeated."""
         self.check_shards()
-        limit = TAKE if mode == "poll" else -1
+        limit = scripts.ITEMS_PER_CALL
         runs: list[list[tuple[int, Any]]] = []
-        active = list(range(self.shards))
-        while active:
+        offsets = dict.fromkeys(range(self.shards), 0)
+        while offsets:
             now = self._now()
             replies = _run_all(self.client, [
-                ("dh_take", self._keys[i].store, [now, limit, mode]) for i in active
+                ("dh_take", self._keys[i].store, [now, limit, mode, offset])
+                for i, offset in offsets.items()
             ], what=self.label, replay_safe=mode != "poll")
-            more = []
-            for shard, reply in zip(active, replies, strict=True):
+            more = {}
+            for (shard, offset), reply in zip(offsets.items(), replies, strict=True):
                 runs.append([(int(float(reply[j])), reply[j + 1])
                              for j in range(0, len(reply), 2)])
-                if mode == "poll" and len(reply) == 2 * TAKE:
-                    more.append(shard)
-            active = more
+                if len(reply) == 2 * limit:
+                    more[shard] = offset + (limit if mode == "xpoll" else 0)
+            offsets = more
         merged = heapq.merge(*runs, key=lambda pair: pair[0]) if len(runs) > 1 else runs[0]
         return [(due, self._out(x)) for due, x in merged]
 
@@ -306,14 +314,16 @@ class Dehydrator:
         if not ids:
             return []
         self.check_shards()
-        groups = self._by_shard(ids)
+        step = scripts.ITEMS_PER_CALL
+        parts = [(shard, rows[i:i + step]) for shard, rows in self._by_shard(ids).items()
+                 for i in range(0, len(rows), step)]
         now = self._now()
         replies = _run_all(self.client, [
             ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
-            for shard, rows in groups.items()
+            for shard, rows in parts
         ], what=self.label, replay_safe=False)
         out: list[Any] = [None] * len(ids)
-        for rows, reply in zip(groups.values(), replies, strict=True):
+        for (_, rows), reply in zip(parts, replies, strict=True):
             for (pos, _), element in zip(rows, reply, strict=True):
                 out[pos] = self._out(element)
         return out

@@ -12,6 +12,7 @@ from .errors import IckConfigError, ShardCountError
 from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 
 CHUNK = 1000  # members per ickadd call in a pipeline (see bench/bench_core.py)
+PIPELINE_DEPTH = 64  # small calls (stats) per round trip: a pipeline is no long stall either
 
 Pairs = list[tuple[str, float]]
 
@@ -56,9 +57,11 @@ def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
 
 def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = CHUNK
                 ) -> list[bytes]:
-    """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each."""
+    """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each (at
+    most ``scripts.ITEMS_PER_CALL``: no call holds Redis long)."""
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
+    chunk = min(chunk, scripts.ITEMS_PER_CALL)
     return [pack_pairs(members[i:i + chunk], scores[i:i + chunk])
             for i in range(0, len(members), chunk)]
 
@@ -103,6 +106,7 @@ def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence
 
 def queue_add_now(pipe: Any, keys: IckKeys, members: Sequence[Any], chunk: int = CHUNK) -> int:
     """Queue ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
+    chunk = min(chunk, scripts.ITEMS_PER_CALL)
     calls = 0
     for start in range(0, len(members), chunk):
         scripts.queue(pipe, "ickadd_now", keys.base, members[start:start + chunk])
@@ -166,18 +170,24 @@ class Ick:
     def reserve(self, n: int) -> Pairs:
         """Move the lowest members into the cset until it holds ``n``; return its ``n`` lowest.
 
-        Calling it again before a commit returns the same batch.
+        Calling it again before a commit returns the same batch. One atomic script, as in
+        the gem: its time grows with ``n`` (and with ``backwash``, the cset's size), so on
+        a shared Redis keep ``n`` near ``scripts.ITEMS_PER_CALL``; the stream reader makes
+        big batches of many bounded calls.
         """
         return self.exchange(n)
 
     def commit(self, *members: Any) -> int:
-        """Remove ``members`` from the cset (never the pset); returns how many were removed."""
-        if not members:
-            return 0
-        reply = scripts.run(
-            self.client, "ickexchange", self.keys.base, [0, "0", *(text(m) for m in members)],
-            what=self.label)
-        return int(reply[0])
+        """Remove ``members`` from the cset (never the pset); returns how many were removed.
+
+        In calls of at most ``scripts.ITEMS_PER_CALL`` members (a repeated removal is
+        harmless, so a big commit need not be one call).
+        """
+        step = scripts.ITEMS_PER_CALL
+        return sum(int(scripts.run(self.client, "ickexchange", self.keys.base,
+                                   [0, "0", *(text(m) for m in members[i:i + step])],
+                                   what=self.label)[0])
+                   for i in range(0, len(members), step))
 
     def stats(self) -> dict[str, Any] | None:
         """Version, sizes and score ranges; None when the Ick does not exist."""
@@ -185,16 +195,20 @@ class Ick:
                                        what=self.label))
 
     def delete(self) -> int:
-        """Remove every key of this Ick (DEL); returns how many keys existed."""
-        return self._remove("DEL")
+        """Remove every key of this Ick; returns how many keys existed.
+
+        Always UNLINK (the gem's ickunlink): Redis frees a big key in the background
+        instead of blocking every other client while it does.
+        """
+        return self._remove()
 
     def unlink(self) -> int:
-        """Like delete, but Redis frees the memory in the background (UNLINK)."""
-        return self._remove("UNLINK")
+        """The same as ``delete`` (the gem's name for it)."""
+        return self._remove()
 
-    def _remove(self, command: str) -> int:
+    def _remove(self) -> int:
         keys = self.keys.fixed_keys() + self._reservation_keys()
-        return int(scripts.run(self.client, "ickdel", keys, [command], what=self.label))
+        return int(scripts.run(self.client, "ickdel", keys, ["UNLINK"], what=self.label))
 
     def _reservation_keys(self) -> list[str]:
         """Manifest keys of open reservations (numbers from the reservation log)."""
@@ -330,12 +344,15 @@ class ShardedIck:
         """Per-shard stats (None for a shard not created yet) and their totals."""
         self.check_shards()
 
-        def build(pipe: Any) -> None:
-            for ick in self._icks:
-                scripts.queue(pipe, "ickstats", ick.keys.base)
+        per_shard: list[dict[str, Any] | None] = []
+        for first in range(0, self.shards, PIPELINE_DEPTH):
+            def build(pipe: Any, icks: list[Ick] = self._icks[first:first + PIPELINE_DEPTH]
+                      ) -> None:
+                for ick in icks:
+                    scripts.queue(pipe, "ickstats", ick.keys.base)
 
-        per_shard = [parse_stats(r) for r in scripts.pipelined(self.client, ["ickstats"], build,
-                                                               what=self.label)]
+            per_shard += [parse_stats(r) for r in scripts.pipelined(
+                self.client, ["ickstats"], build, what=self.label)]
         totals = {
             name: sum(s[name] for s in per_shard if s)
             for name in ("pset_size", "cset_size", "total_size")
@@ -343,16 +360,16 @@ class ShardedIck:
         return {"name": self.name, "shards": per_shard, **totals}
 
     def delete(self) -> int:
-        """Remove every shard and the recorded shard count (DEL)."""
-        return self._remove("DEL")
+        """Remove every shard and the recorded shard count (UNLINK, as Ick.delete)."""
+        return self._remove()
 
     def unlink(self) -> int:
-        """Like delete, freeing memory in the background (UNLINK)."""
-        return self._remove("UNLINK")
+        """The same as ``delete`` (the gem's name for it)."""
+        return self._remove()
 
-    def _remove(self, command: str) -> int:
-        removed = sum(ick._remove(command) for ick in self._icks)
-        removed += int(scripts.run(self.client, "ickdel", [shard_count_key(self.name)], [command],
-                                   what=self.label))
+    def _remove(self) -> int:
+        removed = sum(ick._remove() for ick in self._icks)
+        removed += int(scripts.run(self.client, "ickdel", [shard_count_key(self.name)],
+                                   ["UNLINK"], what=self.label))
         self._checked = False
         return removed

@@ -53,6 +53,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .. import scripts
 from ..connection import ConnectionSpec
 from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator, buffers
 from ..errors import IckConfigError, IckError
@@ -60,7 +61,7 @@ from ..options import Options
 from .stream import LogAdapter, ReservationStreamReader
 
 FORMAT = "dehydrator"
-MAX_CHUNK = 100_000
+MAX_CHUNK = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
 ROWS_PER_BATCH = 65536
 
 log = logging.getLogger("pyspark_ick")

@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from .. import scripts
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
 from ..ick import ShardedIck, pack_buffers
@@ -54,7 +55,7 @@ from ..options import Options
 FORMAT = "ick"
 CHUNK_SIZE = 1000  # members per ickadd call: 1000-8000 measured alike (bench_writer.py), and
 # smaller calls block Redis for less time
-MAX_CHUNK_SIZE = 100_000
+MAX_CHUNK_SIZE = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
 
 log = logging.getLogger("pyspark_ick")
 
