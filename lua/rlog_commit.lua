@@ -1,7 +1,7 @@
 -- rlog_commit: commit the reservations after the last committed one, through ARGV[1]
 -- (stream reader, §4); idempotent. One call commits the reservations whose manifests
--- KEYS[5..] name, in order, while they hold at most ARGV[6] members together (at least
--- one): the caller calls again until the reply reaches ARGV[1].
+-- KEYS[5..] name, in order, while they hold at most ARGV[6] members together (by the
+-- size:<r> fields; at least one): the caller calls again until the reply reaches ARGV[1].
 -- KEYS[1] cset, KEYS[2] rlog hash, KEYS[3] lease hash, KEYS[4] held hash,
 --   KEYS[5..] manifests of reservations ARGV[5] + 1, ARGV[5] + 2, ...
 -- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,
@@ -19,7 +19,8 @@ if committed ~= tonumber(ARGV[5]) then return {committed, -1} end
 local budget, any_held = tonumber(ARGV[6]), redis.call('EXISTS', held) == 1
 local r = committed
 for k = 5, #KEYS do
-  if r >= through or (k > 5 and budget <= 0) then break end
+  local size = tonumber(redis.call('HGET', rlog, 'size:' .. (r + 1)) or 0)
+  if r >= through or (k > 5 and size > budget) then break end
   r = r + 1
   local flat = redis.call('LRANGE', KEYS[k], 0, -1)
   if #flat == 0 then ick_fail(KEYS[k] .. ': reservation ' .. r .. ' is missing') end
@@ -33,7 +34,7 @@ for k = 5, #KEYS do
   zrem_all(cset, gone, 1, #gone)
   redis.call('UNLINK', KEYS[k])
   redis.call('HDEL', rlog, 'size:' .. r)
-  budget = budget - #flat / 2
+  budget = budget - size
 end
 redis.call('HSET', rlog, 'committed', r)
 return {r, 1}

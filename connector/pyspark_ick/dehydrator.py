@@ -445,7 +445,7 @@ class ClaimLog:
         that must exist and does not raises (see ReservationLog.read)."""
         out: list[Entry] = []
         for _, flat in read_log(self.client, self.keys.clog, self.keys.claim, "claimed",
-                                start, end, self.label, 3):
+                                start, end, self.label):
             for i in range(0, len(flat), 3):
                 element = text(flat[i + 2]) if self.decode else flat[i + 2]
                 out.append((text(flat[i]), int(float(flat[i + 1])), element))

@@ -157,7 +157,7 @@ class ReservationLog:
         out, and its members are queued again where Redis kept them.
         """
         return read_log(self.client, self.keys.rlog, self.keys.reservation, "reserved",
-                        start, end, self.label, 2)
+                        start, end, self.label)
 
     def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
         """Commit every reservation ``<= through``; returns the last committed number."""
@@ -198,15 +198,15 @@ def _again(stale: int, label: str) -> int:
 
 
 def read_log(client: Any, log_key: str, manifest: Callable[[int], str], head_field: str,
-             start: int, end: int, label: str, width: int) -> list[tuple[int, list[Any]]]:
+             start: int, end: int, label: str) -> list[tuple[int, list[Any]]]:
     """``[(n, items), ...]`` of the manifests ``start < n <= end`` of a reservation or
-    claim log (lua/log_read.lua; ``width`` items per member or element), in bounded calls."""
+    claim log (lua/log_read.lua), in bounded calls."""
     out: list[tuple[int, list[Any]]] = []
     n = start
     while n < end:
         names = [manifest(r) for r in range(n + 1, min(end, n + KEYS_PER_CALL) + 1)]
         reply = scripts.run(client, "log_read", [log_key, *names],
-                            [n, head_field, width * scripts.ITEMS_PER_CALL], what=label)
+                            [n, head_field, scripts.ITEMS_PER_CALL], what=label)
         for i in range(0, len(reply), 2):
             number, items = int(reply[i]), reply[i + 1]
             if items:

@@ -49,7 +49,7 @@ STREAM_SCHEMA = StructType([
     StructField("member", StringType(), False),
     StructField("score", DoubleType(), False),
     StructField("shard", IntegerType(), False),
-    StructField("reservation", LongType(), False),
+    StructField("reservation", LongType(), True),  # a snapshot's queued members: null
 ])
 SNAPSHOT_COLUMNS = {
     "member": StringType(), "score": DoubleType(), "shard": IntegerType(),
@@ -117,8 +117,13 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
         seen: set[str] = set()
         keep = [not (m in seen or seen.add(m)) for m in table.column("member").to_pylist()]
         table = table.filter(pa.array(keep))
-    yield from table.cast(pa.schema([(f.name, ARROW_TYPES[f.name], False)
-                                     for f in STREAM_SCHEMA.fields])).to_batches(ROWS_PER_BATCH)
+    yield from table.cast(arrow_schema(STREAM_SCHEMA)).to_batches(ROWS_PER_BATCH)
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema of ``schema`` (columns of SNAPSHOT_COLUMNS), nullability included:
+    Spark refuses batches whose nullability differs from the schema it asked for."""
+    return pa.schema([(f.name, ARROW_TYPES[f.name], f.nullable) for f in schema.fields])
 
 
 class IckShardLog(LogAdapter):
@@ -162,9 +167,9 @@ class ShardPartition(InputPartition):
 class IckSnapshotReader(DataSourceReader):
     """``spark.read.format("ick")``: both sets of every shard, non-destructively."""
 
-    def __init__(self, opts: ReaderOptions, columns: list[str]) -> None:
+    def __init__(self, opts: ReaderOptions, schema: StructType) -> None:
         self.opts = opts
-        self.columns = columns
+        self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
         return [ShardPartition(i) for i in range(self.opts.shards)]
@@ -182,12 +187,12 @@ class IckSnapshotReader(DataSourceReader):
             "reservation": [None] * queued + [holder.get(m) for m in members[queued:]],
             "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
         }
-        table = pa.table({c: pa.array(data[c], ARROW_TYPES[c]) for c in self.columns})
-        yield from table.to_batches(ROWS_PER_BATCH)
+        table = pa.table({f.name: pa.array(data[f.name], ARROW_TYPES[f.name])
+                          for f in self.schema.fields})
+        yield from table.cast(arrow_schema(self.schema)).to_batches(ROWS_PER_BATCH)
 
 
-def _checked_columns(schema: StructType) -> list[str]:
-    columns = []
+def _check_columns(schema: StructType) -> None:
     for f in schema.fields:
         expected = SNAPSHOT_COLUMNS.get(f.name)
         if expected is None:
@@ -196,14 +201,13 @@ def _checked_columns(schema: StructType) -> list[str]:
         if f.dataType != expected:
             raise IckConfigError(f"format('ick') read: column {f.name!r} must be "
                                  f"{expected.simpleString()}, got {f.dataType.simpleString()}")
-        columns.append(f.name)
-    return columns
 
 
 def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
     """The snapshot reader; ``schema`` picks the columns (see the module docstring)."""
     opts = ReaderOptions.parse(options)
-    reader = IckSnapshotReader(opts, _checked_columns(schema))
+    _check_columns(schema)
+    reader = IckSnapshotReader(opts, schema)
     opts.sharded().check_shards()
     return reader
 

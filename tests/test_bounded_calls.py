@@ -1,0 +1,129 @@
+"""No call of the connector holds Redis long: each one touches a bounded number of members.
+
+Redis runs one command at a time, so one long script stalls every other client of a shared
+Redis. SLOWLOG, set to log every command, records each call with its arguments; the bound
+of each script is in its arguments (``ITEMS_PER_CALL``, the manifests named), so the test
+checks the arguments of every call made by a 200,000-member drain at default options, a
+snapshot read and a dehydrator release. Durations depend on the machine; the count of
+members a call may touch does not, so this cannot flake (bench/bench_neighbour.py measures
+the milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from pyspark_ick import Dehydrator, ShardedIck, scripts
+from pyspark_ick.reservations import KEYS_PER_CALL
+
+PER_CALL = scripts.ITEMS_PER_CALL
+LUA = Path(scripts.lua_dir())
+NAMES = {scripts.sha(p.stem): p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_")}
+
+
+def bound(script: str, keys: list[str], args: list[str]) -> int:
+    """How many members (elements) one call of ``script`` may touch, from its arguments."""
+    def arg(i: int) -> int:  # ARGV[i], 1-based as in the Lua; absent: no bound
+        return int(args[i - 1]) if i <= len(args) else 10**9
+
+    limits: dict[str, Callable[[], int]] = {
+        "rlog_reserve": lambda: arg(7) if arg(1) < 0 else min(arg(1), arg(7)),
+        "dh_claim": lambda: arg(8) if arg(1) < 0 else min(arg(1), arg(8)),
+        "rlog_commit": lambda: arg(6),  # manifests while their sizes fit, at least one
+        "log_read": lambda: arg(3),
+        "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
+        "dh_take": lambda: arg(2),
+        "dh_backlog": lambda: 0, "rlog_lease": lambda: 0, "rlog_info": lambda: 0,
+        "shardcount": lambda: 0, "ickstats": lambda: 0,
+    }
+    if script not in limits:
+        raise AssertionError(f"script {script} is not known to do bounded work")
+    return limits[script]()
+
+
+def calls(client: redis.Redis) -> Iterator[tuple[str, int, float]]:
+    """(command or script, members it may touch, ms) of every logged call."""
+    for _, _, micros, command, *_ in client.execute_command("SLOWLOG", "GET", -1):
+        words = [w.decode() for w in command]
+        name = words[0].upper()
+        if name == "EVALSHA":
+            script = NAMES.get(words[1], words[1])
+            numkeys = int(words[2])
+            keys, args = words[3:3 + numkeys], words[3 + numkeys:]
+            yield script, bound(script, keys, args), micros / 1000
+        elif name == "ZSCAN":
+            yield name, int(words[words.index("COUNT") + 1]), micros / 1000
+        else:
+            yield name, 0, micros / 1000
+
+
+@pytest.fixture
+def logged(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the test server, which logs every command with its arguments."""
+    raw = redis.Redis.from_url(redis_url)
+    old = raw.config_get("slowlog-*")
+    raw.config_set("slowlog-log-slower-than", 0)
+    raw.config_set("slowlog-max-len", 1_000_000)
+    yield raw
+    raw.config_set("slowlog-log-slower-than", old["slowlog-log-slower-than"])
+    raw.config_set("slowlog-max-len", old["slowlog-max-len"])
+    raw.slowlog_reset()
+    raw.close()
+
+
+def check(client: redis.Redis) -> Counter[str]:
+    """Every script call and ZSCAN since the last SLOWLOG RESET touched at most PER_CALL
+    members (a manifest holds at most that many); the count of calls per name.
+    (Redis 7 logs the commands that scripts call, too: they are not checked one by one.)"""
+    seen: Counter[str] = Counter()
+    for name, members, _ in calls(client):
+        assert members <= PER_CALL, (name, members)
+        seen[name] += 1
+    return seen
+
+
+def drain(spark: Any, url: str, fmt: str, name: str, tmp: Path) -> int:
+    option = "ick" if fmt == "ick" else "dehydrator"
+    counted = []
+    query = (spark.readStream.format(fmt).option("redis.url", url).option(option, name).load()
+             .writeStream.foreachBatch(lambda df, _: counted.append(df.count()))
+             .trigger(availableNow=True).option("checkpointLocation", str(tmp)).start())
+    query.awaitTermination(300)
+    assert query.exception() is None
+    return sum(counted)
+
+
+def test_a_drain_at_default_options_is_many_bounded_calls(spark, redis_url, client, logged,
+                                                          tmp_path):
+    n = 200_000
+    members = [f"doc:{i}" for i in range(n)]
+    ShardedIck(client, "big").add_pairs(members, [float(i) for i in range(n)])
+    logged.slowlog_reset()
+    assert drain(spark, redis_url, "ick", "big", tmp_path / "ckpt") == n
+    seen = check(logged)
+    assert seen["rlog_reserve"] >= n // PER_CALL  # 100,000 a batch, in bounded calls
+    assert seen["log_read"] and seen["rlog_commit"]
+
+
+def test_a_snapshot_read_pages(spark, redis_url, client, logged):
+    n = 30_000
+    ShardedIck(client, "snap").add_pairs([f"doc:{i}" for i in range(n)], [1.0] * n)
+    logged.slowlog_reset()
+    rows = spark.read.format("ick").option("redis.url", redis_url).option("ick", "snap").load()
+    assert rows.count() == n
+    assert check(logged)["ZSCAN"] >= 2
+
+
+def test_a_dehydrator_release_is_many_bounded_calls(spark, redis_url, client, logged,
+                                                    tmp_path):
+    n = 30_000
+    Dehydrator(client, "parked").park([f"id{i}" for i in range(n)], ["x"] * n, [0] * n)
+    logged.slowlog_reset()
+    assert drain(spark, redis_url, "dehydrator", "parked", tmp_path / "ckpt") == n
+    assert check(logged)["dh_claim"] >= n // PER_CALL
