@@ -1,14 +1,21 @@
-"""One parser for every format's options: types, defaults, errors that name the option.
+"""The options of every format, in one table, and one parser: types, defaults, errors that
+name the option.
 
-Spark hands a data source its options as a case-insensitive mapping of strings. Each
-format reads what it needs through ``Options``; every getter raises IckConfigError naming
-the option and what was expected, on the driver, before any task runs.
+Spark hands a data source its options as a case-insensitive mapping of strings. ``OPTIONS``
+lists every option with the uses (format and direction) that take it, its default and its
+meaning (README's option tables are checked against it). ``Options(raw, use)`` refuses an
+option that use does not take, naming the closest one it does take or the use that takes
+it, so a misspelled option never silently changes nothing; its getters raise
+IckConfigError naming the option and what was expected, on the driver, before any task
+runs.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .connection import DEFAULT_URL, ConnectionSpec, parse_cluster
@@ -16,18 +23,87 @@ from .errors import IckConfigError
 from .keys import check_name
 from .retry import DEFAULT_RETRY_TIMEOUT
 
-CONNECTION_OPTIONS = ("redis.url", "redis.cluster", "redis.username", "redis.password",
-                      "redis.timeout", "redis.retryTimeout")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+ICK_WRITE = "format('ick') write"
+ICK_READ = "format('ick') read"
+ICK_STREAM = "format('ick') readStream"
+DH_WRITE = "format('dehydrator') write"
+DH_STREAM = "format('dehydrator') readStream"
+USES = (ICK_WRITE, ICK_READ, ICK_STREAM, DH_WRITE, DH_STREAM)
+SPARKS_OWN = ("path", "paths", "checkpointlocation")  # set by Spark or its users, not ours
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its name, the uses that take it, its default as shown, its meaning."""
+
+    name: str
+    uses: tuple[str, ...]
+    default: str
+    meaning: str
+
+
+def _option(name: str, uses: Iterable[str], default: str, meaning: str) -> Option:
+    return Option(name, tuple(uses), default, meaning)
+
+
+OPTIONS = (
+    _option("redis.url", USES, DEFAULT_URL, "Redis URL; several seed nodes for a cluster"),
+    _option("redis.cluster", USES, "auto", "auto | true | false"),
+    _option("redis.username", USES, "", "ACL user"),
+    _option("redis.password", USES, "", "password"),
+    _option("redis.timeout", USES, "10", "socket timeout in seconds"),
+    _option("redis.retryTimeout", USES, "60s", "how long transient errors are retried"),
+    _option("ick", (ICK_WRITE, ICK_READ, ICK_STREAM), "", "the logical Ick (required)"),
+    _option("dehydrator", (DH_WRITE, DH_STREAM), "", "the dehydrator (required)"),
+    _option("shards", USES, "1", "number of shards"),
+    _option("memberColumn", (ICK_WRITE,), "member", "member column"),
+    _option("scoreColumn", (ICK_WRITE,), "score", "score column"),
+    _option("onInvalid", (ICK_WRITE,), "fail", "fail | skip invalid rows"),
+    _option("chunkSize", (ICK_WRITE, DH_WRITE), "1000", "members (elements) per call"),
+    _option("maxMembersPerTrigger", (ICK_STREAM,), "100000", "members per micro-batch"),
+    _option("minMembersPerPartition", (ICK_STREAM,), "100000", "members per read task"),
+    _option("maxElementsPerTrigger", (DH_STREAM,), "100000", "elements per micro-batch"),
+    _option("consumerId", (ICK_STREAM, DH_STREAM), "", "owner id of the shard leases"),
+    _option("leaseTimeout", (ICK_STREAM, DH_STREAM), "60s", "lease time of a dead query"),
+    _option("delay", (DH_WRITE,), "", "due time from now"),
+    _option("onDuplicate", (DH_WRITE,), "keep", "keep | replace | error"),
+    _option("elementType", (DH_STREAM,), "string", "string | binary"),
+)
+CONNECTION_OPTIONS = tuple(o.name for o in OPTIONS if o.name.startswith("redis."))
+
+
+def taken_by(use: str) -> list[str]:
+    """The names of the options that ``use`` takes."""
+    return [o.name for o in OPTIONS if use in o.uses]
+
+
+def check_known(raw: Iterable[str], use: str) -> None:
+    """Raise IckConfigError for an option (in ``raw``) that ``use`` does not take."""
+    known = {name.lower(): name for name in taken_by(use)}
+    for given in raw:
+        key = str(given).lower()
+        if key in known or key in SPARKS_OWN or key.startswith("spark."):
+            continue
+        hint = [f"did you mean {m!r}?" for m in difflib.get_close_matches(
+            key, known, n=1, cutoff=0.6) for m in [known[m]]]
+        elsewhere = [f"{o.name!r} is an option of " + " and ".join(
+            u for u in o.uses if u != use) for o in OPTIONS if o.name.lower() == key]
+        raise IckConfigError(
+            f"{use}: unknown option {given!r}" + "".join(f"; {h}" for h in hint + elsewhere)
+            + ". It takes: " + ", ".join(taken_by(use)))
 
 
 class Options:
     """Typed, case-insensitive access to one format's options."""
 
-    def __init__(self, raw: Mapping[str, Any], fmt: str) -> None:
+    def __init__(self, raw: Mapping[str, Any], fmt: str, use: str | None = None) -> None:
         self.raw = {str(k).lower(): v for k, v in dict(raw).items()}
         self.fmt = fmt
+        if use is not None:
+            check_known(dict(raw), use)
 
     def _fail(self, name: str, expected: str, value: Any) -> IckConfigError:
         shown = "***" if "password" in name.lower() else repr(value)

@@ -57,7 +57,7 @@ from .. import scripts
 from ..connection import ConnectionSpec
 from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator, buffers
 from ..errors import IckConfigError, IckError
-from ..options import Options
+from ..options import DH_STREAM, DH_WRITE, Options
 from .stream import LogAdapter, ReservationStreamReader
 
 FORMAT = "dehydrator"
@@ -143,7 +143,7 @@ class DehydratorSink:
 
 def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
     """Validate options and schema; raises IckConfigError naming the option or column."""
-    opts = Options(options, FORMAT)
+    opts = Options(options, FORMAT, DH_WRITE)
     found: dict[str, str] = {}
     for field in schema.fields:
         kind = field.name.lower()
@@ -377,7 +377,7 @@ class SourceOptions:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
-        o = Options(raw, FORMAT)
+        o = Options(raw, FORMAT, DH_STREAM)
         return cls(
             connection=o.connection(),
             dehydrator=o.name("dehydrator"),

@@ -41,7 +41,7 @@ from ..connection import ConnectionSpec
 from ..errors import IckConfigError
 from ..ick import Ick, ShardedIck, text
 from ..keys import shard_names
-from ..options import Options
+from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
 from .stream import LogAdapter, ReservationStreamReader
 
@@ -74,8 +74,8 @@ class ReaderOptions:
     min_per_partition: int = 100_000
 
     @classmethod
-    def parse(cls, raw: Any) -> ReaderOptions:
-        o = Options(raw, "ick")
+    def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
+        o = Options(raw, "ick", use)
         return cls(
             connection=o.connection(),
             ick=o.name("ick"),
@@ -205,7 +205,7 @@ def _check_columns(schema: StructType) -> None:
 
 def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
     """The snapshot reader; ``schema`` picks the columns (see the module docstring)."""
-    opts = ReaderOptions.parse(options)
+    opts = ReaderOptions.parse(options, ICK_READ)
     _check_columns(schema)
     reader = IckSnapshotReader(opts, schema)
     opts.sharded().check_shards()

@@ -50,7 +50,7 @@ from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
 from ..ick import ShardedIck, pack_buffers
 from ..keys import shard_of
-from ..options import Options
+from ..options import ICK_WRITE, Options
 
 FORMAT = "ick"
 CHUNK_SIZE = 1000  # members per ickadd call: 1000-8000 measured alike (bench_writer.py), and
@@ -120,7 +120,7 @@ def _type(schema: StructType, column: str) -> DataType:
 
 def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     """Validate options and schema; raises IckConfigError naming the option or column."""
-    opts = Options(options, FORMAT)
+    opts = Options(options, FORMAT, ICK_WRITE)
     connection = opts.connection()
     ick = opts.name("ick")
     shards = opts.integer("shards", 1, minimum=1, maximum=16384)

@@ -1,0 +1,86 @@
+"""The options table: a misspelled or misplaced option is an error naming the right one, and
+README's option tables say what the table says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pyspark_ick import IckConfigError, ShardedIck
+from pyspark_ick.options import (
+    CONNECTION_OPTIONS,
+    DH_STREAM,
+    DH_WRITE,
+    ICK_STREAM,
+    ICK_WRITE,
+    OPTIONS,
+    USES,
+    check_known,
+    taken_by,
+)
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.mark.parametrize(("use", "given", "message"), [
+    (ICK_WRITE, "shard", "unknown option 'shard'; did you mean 'shards'?"),
+    (ICK_WRITE, "scoreColum", "did you mean 'scoreColumn'?"),
+    (ICK_STREAM, "maxMemberPerTrigger", "did you mean 'maxMembersPerTrigger'?"),
+    (DH_STREAM, "maxMembersPerTrigger",
+     "did you mean 'maxElementsPerTrigger'?; 'maxMembersPerTrigger' is an option of "
+     "format('ick') readStream"),
+    (DH_WRITE, "memberColumn", "'memberColumn' is an option of format('ick') write"),
+])
+def test_an_unknown_option_names_the_right_one(use, given, message):
+    with pytest.raises(IckConfigError, match=re.escape(message)) as info:
+        check_known({"redis.url": "redis://x", given: "1"}, use)
+    assert str(info.value).startswith(f"{use}: unknown option {given!r}")
+
+
+def test_sparks_own_options_and_any_case_pass():
+    for use in USES:
+        check_known({"path": "p", "checkpointLocation": "c", "REDIS.URL": "u",
+                     "spark.foo": "x"}, use)
+
+
+def test_a_misspelled_option_fails_on_the_driver_and_writes_nothing(spark, redis_url, client):
+    df = spark.createDataFrame([("a", 1.0)], "member string, score double")
+    with pytest.raises(Exception, match="did you mean 'shards'"):
+        df.write.format("ick").option("redis.url", redis_url).option("ick", "typo") \
+            .option("shard", 4).mode("append").save()
+    assert client.keys("*") == []  # neither members nor a shard count recorded
+    reader = (spark.readStream.format("dehydrator").option("redis.url", redis_url)
+              .option("dehydrator", "d").option("maxMembersPerTrigger", 10))
+    with pytest.raises(Exception, match="did you mean 'maxElementsPerTrigger'"):
+        reader.load().writeStream.foreachBatch(lambda df, i: None).start().awaitTermination(60)
+    ShardedIck(client, "typo", 1).check_shards()  # the right count is still free to record
+
+
+def _readme_tables() -> dict[str, set[str]]:
+    """Option names of the first column of each table in README's Options section, by the
+    bold heading (or 'connection') above the table."""
+    section = README.read_text().split("## Options", 1)[1].split("\n## ", 1)[0]
+    tables: dict[str, set[str]] = {}
+    heading = "connection"
+    for line in section.splitlines():
+        if line.startswith("**"):
+            heading = line
+        elif line.startswith("| `"):
+            first = line.split("|")[1]
+            tables.setdefault(heading, set()).update(re.findall(r"`([^`]+)`", first))
+    return tables
+
+
+def test_readme_option_tables_match_the_options_table():
+    tables = _readme_tables()
+    assert tables.pop("connection") == set(CONNECTION_OPTIONS)
+    headings = {ICK_WRITE: 'df.write.format("ick")', ICK_STREAM: 'spark.readStream.format("ick")',
+                DH_WRITE: 'df.write.format("dehydrator")',
+                DH_STREAM: 'spark.readStream.format("dehydrator")'}
+    for use, heading in headings.items():
+        [names] = [names for line, names in tables.items() if heading in line]
+        assert names == set(taken_by(use)) - set(CONNECTION_OPTIONS), use
+    everything = set().union(*tables.values()) | set(CONNECTION_OPTIONS)
+    assert everything == {o.name for o in OPTIONS}
