@@ -9,6 +9,9 @@
 --   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
 --   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call
 -- Reservations past `after` made earlier but never logged by Spark count against the limit.
+-- With no reservation open, every member of the cset was reserved by someone else (a gem
+-- consumer, Ick.reserve) that handed the shard over: it is adopted, folded back into the
+-- pset (lower score wins) and so reserved like any queued member.
 -- returns {reserved, moved, pending}: the last reservation number after the call, members
 --   moved, members in the reservations past `after`; moved is -1 (nothing done) when the
 --   log's head is not ARGV[6]: call again with the head returned (a replayed call gets that)
@@ -21,6 +24,13 @@ if not ick_open(KEYS[1], KEYS[2], cset, false) then return {head, 0, pending} en
 local n = tonumber(ARGV[7])
 if tonumber(ARGV[1]) >= 0 then n = math.min(n, tonumber(ARGV[1]) - pending) end
 if n <= 0 then return {head, 0, pending} end
+if head == tonumber(redis.call('HGET', rlog, 'committed') or 0) then
+  local orphans = flip(redis.call('ZPOPMIN', cset, n))
+  zadd_lt(KEYS[2], orphans, 1, #orphans)
+  redis.call('UNLINK', KEYS[6])  -- no open reservation: nothing is held twice either
+  n = n - #orphans / 2  -- one call touches at most ARGV[7] members
+  if n <= 0 then return {head, 0, pending} end
+end
 local got = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
 if #got == 0 then return {head, 0, pending} end
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)

@@ -179,3 +179,21 @@ def test_consumer_id_resumes_at_once(redis_url, client):
     first._stopping.set()
     second.stop()
     assert ShardedIck(client, "c", 1).stats()["total_size"] == 0
+
+
+def test_members_reserved_by_another_consumer_are_adopted(redis_url, client):
+    """A shard handed over by a gem consumer (or Ick.reserve) that reserved and never
+    committed: the stream reader delivers those members too, with their scores."""
+    ick = ShardedIck(client, "handed", 1)
+    ick.add({"a": 1.0, "b": 2.0, "c": 3.0})
+    assert ick.shard(0).reserve(2) == [("a", 1.0), ("b", 2.0)]  # never committed
+    ick.add({"b": 0.5})  # dirty again meanwhile: the lower score wins
+    reader = stream_reader({"redis.url": redis_url, "ick": "handed"}, STREAM_SCHEMA)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    rows = [(r["member"], r["score"]) for p in reader.partitions(start, end)
+            for batch in reader.read(p) for r in batch.to_pylist()]
+    assert rows == [("b", 0.5), ("a", 1.0), ("c", 3.0)]
+    reader.commit(end)
+    reader.stop()
+    assert ick.stats()["total_size"] == 0

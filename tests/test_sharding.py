@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pyspark_ick import IckConfigError, ShardCountError, ShardedIck, shard_of
+from pyspark_ick import Ick, IckConfigError, ShardCountError, ShardedIck, shard_of
 from pyspark_ick.keys import shard_count_key, shard_names
 from pyspark_ick.testing import RedisClusterServers
 
@@ -144,14 +144,36 @@ def test_a_mismatched_shard_count_is_refused(any_client: Any) -> None:
     assert ShardedIck(any_client, "counted", 8).add({"b": 1.0}) == (1, 0)
 
 
-def test_the_first_use_records_the_count(any_client: Any) -> None:
+def test_the_first_write_records_the_count_and_a_read_does_not(any_client: Any) -> None:
     fresh = ShardedIck(any_client, "fresh", 3)
     stats = fresh.stats()
     assert stats["shards"] == [None, None, None]
     assert stats["total_size"] == 0
+    assert any_client.get(shard_count_key("fresh")) is None  # a reading call wrote nothing
+    fresh.add({"a": 1.0})
     assert any_client.get(shard_count_key("fresh")) == b"3"
     with pytest.raises(ShardCountError, match=r"3 shards.*2 were given"):
         ShardedIck(any_client, "fresh", 2).add({"a": 1.0})
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 8])
+def test_a_count_other_producers_used_is_found_before_it_is_recorded(any_client: Any,
+                                                                     count: int) -> None:
+    """Producers outside Spark (the Ruby gem) record no count: the keys tell it."""
+    members = {f"doc:{i}": float(i) for i in range(200)}
+    for i in range(4):  # what a gem producer of 4 shards leaves: w4:0 .. w4:3, no count
+        Ick(any_client, f"w4:{i}").add({m: s for m, s in members.items()
+                                        if shard_of(m, 4) == i})
+    wrong = ShardedIck(any_client, "w4", count)
+    with pytest.raises(ShardCountError, match=f"Ick 'w4'.*{count}"):
+        wrong.stats()
+    with pytest.raises(ShardCountError):
+        wrong.add({"x": 1.0})
+    assert any_client.get(shard_count_key("w4")) is None
+    right = ShardedIck(any_client, "w4", 4)
+    assert right.stats()["pset_size"] == 200
+    right.check_shards()
+    assert any_client.get(shard_count_key("w4")) == b"4"
 
 
 @pytest.mark.parametrize("how", ["delete", "unlink"])

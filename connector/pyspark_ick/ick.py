@@ -265,19 +265,55 @@ class ShardedIck:
         """The shard that ``member`` goes to."""
         return shard_of(text(member), self.shards)
 
-    def check_shards(self) -> None:
-        """Record the shard count in Redis on first use; raise if another is recorded."""
+    def check_shards(self, record: bool = True) -> None:
+        """Raise ShardCountError if Redis shows another shard count; with ``record``, record
+        this one on first use.
+
+        Before the first record, the Ick's keys are checked too (producers outside Spark,
+        such as the Ruby gem, record nothing): a master key of a shard this count does not
+        have, or a sampled member that hashes to another shard, means another count.
+        """
         if self._checked:
             return
-        recorded = int(scripts.run(
-            self.client, "shardcount", [shard_count_key(self.name)], [self.shards],
-            what=self.label))
-        if recorded != self.shards:
+        key = shard_count_key(self.name)
+        recorded = scripts.command(self.client, lambda: self.client.get(key), what=self.label)
+        if recorded is None:
+            self._check_layout()
+            if not record:
+                return
+            recorded = scripts.run(self.client, "shardcount", [key], [self.shards],
+                                   what=self.label)
+        if int(recorded) != self.shards:
             raise ShardCountError(
-                f"Ick {self.name!r} has {recorded} shards recorded in Redis, "
+                f"Ick {self.name!r} has {int(recorded)} shards recorded in Redis, "
                 f"but {self.shards} were given"
             )
         self._checked = True
+
+    def _check_layout(self, sample: int = 16) -> None:
+        """The keys in Redis fit ``self.shards`` (see check_shards)."""
+        wrong = [self.name] if self.shards > 1 else [f"{self.name}:0", f"{self.name}:1"]
+        wrong.append(f"{self.name}:{self.shards}")
+        for other in wrong:
+            if scripts.command(self.client, lambda k=other: self.client.exists(k),
+                               what=self.label):
+                raise ShardCountError(
+                    f"Ick {self.name!r}: Redis holds {other!r}, a shard of another shard "
+                    f"count than the {self.shards} given (no count is recorded: its "
+                    "producers did not record one); give the count they used")
+        if self.shards == 1:
+            return
+        for i, ick in enumerate(self._icks):
+            for part in (ick.keys.pset, ick.keys.cset):
+                found = scripts.command(
+                    self.client, lambda k=part: self.client.zrandmember(k, sample),
+                    what=self.label) or []
+                for member in found:
+                    if shard_of(member, self.shards) != i:
+                        raise ShardCountError(
+                            f"Ick {self.name!r}: member {text(member)!r} of shard {i} "
+                            f"belongs to shard {shard_of(member, self.shards)} of "
+                            f"{self.shards}: its producers used another shard count")
 
     def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
         """Add members to their shards in one pipelined round trip; returns (new, changed)."""
@@ -341,8 +377,9 @@ class ShardedIck:
         return groups
 
     def stats(self) -> dict[str, Any]:
-        """Per-shard stats (None for a shard not created yet) and their totals."""
-        self.check_shards()
+        """Per-shard stats (None for a shard not created yet) and their totals; checks the
+        shard count but records nothing (a reading call does not write)."""
+        self.check_shards(record=False)
 
         per_shard: list[dict[str, Any] | None] = []
         for first in range(0, self.shards, PIPELINE_DEPTH):
