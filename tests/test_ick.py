@@ -43,11 +43,11 @@ def test_add_folds_to_the_lower_score(any_client: Any) -> None:
 def test_members_and_scores_round_trip_exactly(any_client: Any) -> None:
     ick = Ick(any_client, "exact")
     added = {"": 0.1, "é": -0.0, "a\x00b": 1e-300, "🙂" * 3: 2.0**53 + 1, "x" * 5000: 7,
-             b"\xff raw": float("inf"), 42: -float("inf"), "max": 1.7976931348623157e308}
+             b"\xff raw": -1.7976931348623157e308, 42: 5e-324, "max": 1.7976931348623157e308}
     assert ick.add(added) == (len(added), 0)
     got = dict(ick.reserve(len(added)))
     assert got == {text(m): float(s) for m, s in added.items()}
-    assert got["\udcff raw"] == float("inf")  # bytes members come back surrogate-escaped
+    assert got["\udcff raw"] == -1.7976931348623157e308  # bytes come back surrogate-escaped
 
 
 @pytest.mark.parametrize("score", [float("nan"), None, "1.5", object()])
@@ -161,6 +161,7 @@ def test_fractional_scores_in_stats(any_client: Any) -> None:
         "pset_size": 3, "cset_size": 1, "total_size": 4,
         "pset_min": 2.5e-3, "pset_max": 1700000000.123456,
         "cset_min": -7.125, "cset_max": -7.125,
+        "total_min": -7.125, "total_max": 1700000000.123456,  # the gem's, over both sets
     }
     assert all(type(stats[k]) is float for k in ("pset_min", "pset_max", "cset_min"))
     ick.commit("b")
@@ -302,3 +303,18 @@ def test_delete_and_unlink_remove_every_key(any_client: Any, how: str) -> None:
     assert ick.reserve(1) == []
     assert getattr(ick, how)() == 0
     assert sizes(other) == (1, 0)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda ick: ick.add({"a": float("inf")}), r"must be a number \(finite\), got inf"),
+    (lambda ick: ick.add({"a": float("-inf")}), r"must be a number \(finite\)"),
+    (lambda ick: ick.add({None: 1.0}), "must not be None"),
+    (lambda ick: ick.add({"a": "soon"}), "must be a number .*, got 'soon'"),
+    (lambda ick: ick.reserve(-1), "n must be an integer >= 0"),
+    (lambda ick: ick.exchange(1.5), "n must be an integer >= 0"),
+])
+def test_the_client_refuses_what_it_cannot_store(client: Any, call: Any, message: str) -> None:
+    ick = Ick(client, "strict")
+    with pytest.raises(IckConfigError, match=message):
+        call(ick)
+    assert ick.stats() is None  # nothing was written

@@ -87,6 +87,8 @@ class Model:
             "cset_size": len(self.cset),
             "total_size": len(self.pset) + len(self.cset),
         }
+        both = [*self.pset.values(), *self.cset.values()]
+        out["total_min"], out["total_max"] = min(both, default=None), max(both, default=None)
         for name, values in (("pset", self.pset.values()), ("cset", self.cset.values())):
             out[f"{name}_min"] = min(values, default=None)
             out[f"{name}_max"] = max(values, default=None)

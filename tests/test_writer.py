@@ -151,8 +151,9 @@ def test_overwrite_empties_every_shard_first(spark, redis_url, client):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=8), st.floats(allow_nan=False)), min_size=1,
-                max_size=40),
+@given(st.lists(st.tuples(st.text(max_size=8),
+                          st.floats(allow_nan=False, allow_infinity=False)),
+                min_size=1, max_size=40),
        st.integers(0, 3), st.integers(1, 5), st.integers(1, 9))
 def test_columns_pack_like_pack_pairs_in_every_shard(rows, lead, shards, chunk):
     members = pa.array(["x"] * lead + [m for m, _ in rows])[lead:]  # a non-zero offset

@@ -106,6 +106,21 @@ def parse_cluster(value: Any) -> str:
     raise IckConfigError(f"redis.cluster must be auto, true or false, got {value!r}")
 
 
+def tls_mismatch(error: BaseException, scheme: str) -> str | None:
+    """A hint when the first contact failed the way a TLS mismatch does, else None: a TLS
+    handshake with a plain server times out or fails; a plain client is reset by a server
+    that speaks only TLS."""
+    chain = _chain(error)
+    if scheme == "rediss" and any(isinstance(e, ssl.SSLError) or "handshake" in str(e)
+                                  for e in chain):
+        return ("the TLS handshake failed: is this a plain (non-TLS) Redis? Use redis:// "
+                "for it, rediss:// only for a TLS port")
+    if scheme == "redis" and any(isinstance(e, ConnectionResetError) for e in chain):
+        return ("the server reset the connection: does it speak only TLS? Use rediss:// "
+                "(with ?ssl_ca_certs=/path/ca.crt for a private CA)")
+    return None
+
+
 def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
     """An IckConnectionError for ``exc`` that names no credentials."""
     target = f" at {where(url)}" if url else ""
@@ -114,7 +129,10 @@ def connection_error(exc: Exception, url: str | None = None) -> IckConnectionErr
             f"Redis{target} refused the username or password "
             "(check redis.username / redis.password or the URL)"
         )
-    return IckConnectionError(f"cannot reach Redis{target}: {type(exc).__name__}: {exc}")
+    hint = tls_mismatch(exc, urlsplit(url).scheme) if url else None
+    return IckConnectionError(f"cannot reach Redis{target}: "
+                              + (f"{hint} ({type(exc).__name__}: {exc})" if hint else
+                                 f"{type(exc).__name__}: {exc}"))
 
 
 def connect(
@@ -167,7 +185,9 @@ def connect(
         return client
 
     try:
-        client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}")
+        scheme = urlsplit(url).scheme
+        client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}",
+                            final=lambda exc: tls_mismatch(exc, scheme) is not None)
     except (redis.RedisError, RedisClusterException) as exc:
         raise connection_error(exc, url) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value

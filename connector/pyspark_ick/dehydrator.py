@@ -130,10 +130,14 @@ def as_arrays(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[Any]
     return id_array, element_array, stamps
 
 
+MAX_TTL_MS = 2**52  # due times are doubles of ms: exact up to 2**53, 142,000 years out
+
+
 def check_ttl(ttl_ms: Any, what: str = "ttl_ms") -> int:
-    """``ttl_ms`` if it is an integer >= 0, else IckConfigError."""
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 0:
-        raise IckConfigError(f"{what} must be an integer >= 0 (milliseconds), got {ttl_ms!r}")
+    """``ttl_ms`` if it is an integer from 0 to MAX_TTL_MS, else IckConfigError."""
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TTL_MS:
+        raise IckConfigError(f"{what} must be an integer from 0 to {MAX_TTL_MS} "
+                             f"(milliseconds), got {ttl_ms!r}")
     return ttl_ms
 
 

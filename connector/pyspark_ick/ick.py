@@ -42,14 +42,20 @@ def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
     score: Any = None
     try:
         for member, score in zip(members, scores, strict=True):
+            if member is None:
+                raise IckConfigError("a member must not be None (it would be stored as "
+                                     "the text 'None')")
             data = member if type(member) is bytes else str(member).encode(
                 "utf-8", "surrogateescape")
             parts += (_HEAD(score, len(data)), data)
-            if score != score:  # NaN: Redis would refuse the whole call
-                raise struct.error("NaN")
-    except struct.error as exc:
+            if score - score != 0:  # NaN or infinite: not a time, and no order
+                raise struct.error("not finite")
+    except IckConfigError:
+        raise
+    except (struct.error, TypeError) as exc:
         raise IckConfigError(
-            f"the score of member {member!r} must be a number, got {score!r}") from exc
+            f"the score of member {member!r} must be a number (finite), got {score!r}"
+        ) from exc
     except ValueError as exc:  # zip(strict=True)
         raise IckConfigError(f"{len(members)} members but {len(scores)} scores") from exc
     return b"".join(parts)
@@ -158,6 +164,8 @@ class Ick:
 
     def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
         """Commit ``commit``, optionally fold the cset back (backwash), then reserve ``n``."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise IckConfigError(f"n must be an integer >= 0 (members to reserve), got {n!r}")
         reply = scripts.run(
             self.client,
             "ickexchange",
@@ -236,6 +244,10 @@ def parse_stats(reply: Any) -> dict[str, Any] | None:
             out[name] = text(value)
     for name in ("pset_min", "pset_max", "cset_min", "cset_max"):
         out.setdefault(name, None)
+    lows = [v for v in (out["pset_min"], out["cset_min"]) if v is not None]
+    highs = [v for v in (out["pset_max"], out["cset_max"]) if v is not None]
+    out["total_min"] = min(lows) if lows else None  # the gem's fields
+    out["total_max"] = max(highs) if highs else None
     return out
 
 

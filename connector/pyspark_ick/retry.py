@@ -97,11 +97,12 @@ def transient(error: BaseException) -> bool:
 
 
 def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
-         what: str = "Redis") -> T:
+         what: str = "Redis", final: Callable[[Exception], bool] | None = None) -> T:
     """``fn()``, retried on transient errors for up to ``timeout`` seconds.
 
     Backoff: exponential from 50 ms to 2 s, full jitter. With ``replay_safe=False`` only
-    errors that prove the command did not run are retried.
+    errors that prove the command did not run are retried; ``final(error)`` true: not
+    retried either.
     """
     deadline = time.monotonic() + timeout
     attempt = 0
@@ -109,7 +110,8 @@ def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
         try:
             result = fn()
         except Exception as exc:
-            retry = not_run(exc) if not replay_safe else transient(exc)
+            retry = (not_run(exc) if not replay_safe else transient(exc)) and not (
+                final and final(exc))
             left = deadline - time.monotonic()
             if not retry or left <= 0:
                 raise
