@@ -35,8 +35,11 @@ local got = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
 if #got == 0 then return {head, 0, pending} end
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)
 if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
-  for i = 1, #got, 2 do
-    if redis.call('ZSCORE', cset, got[i]) then redis.call('HINCRBY', KEYS[6], got[i], 1) end
+  local members = {}
+  for i = 1, #got, 2 do members[#members + 1] = got[i] end
+  local held = redis.call('ZMSCORE', cset, unpack(members))
+  for k = 1, #members do
+    if held[k] then redis.call('HINCRBY', KEYS[6], members[k], 1) end
   end
 end
 zadd_lt(cset, flip(got), 1, #got)

@@ -26,7 +26,7 @@ from .errors import IckConnectionError, IckError, IckScriptError, RedisFullError
 
 PRELUDE = "_prelude"
 
-ITEMS_PER_CALL = 2000
+ITEMS_PER_CALL = 1000
 """The most members (or dehydrator elements) one call of the connector touches: a call
 holds Redis for a few ms at most, whatever the batch (measured: bench/bench_neighbour.py).
 A big micro-batch is many such calls, one after the other."""
