@@ -286,3 +286,23 @@ def test_rehydrate_loop_returns_parked_member_to_the_ick_when_due(spark, redis_u
     assert member == "doc:42"
     assert score * 1000 >= due  # added (scored with Redis time) after it was due
     assert Dehydrator(client, "parked_docs", 2).size() == 0
+
+
+def test_an_element_that_is_not_utf8_is_named_and_delivered_as_binary(spark, redis_url,
+                                                                       client, tmp_path):
+    d = Dehydrator(client, "raw", decode=False)
+    d.park(["good", "bad"], [b"fine", b"\xff\xfe latin-1?"], [0, 0])
+    ckpt = str(tmp_path / "ckpt")
+    failed = (read_stream(spark, redis_url, "raw").writeStream
+              .foreachBatch(lambda df, i: df.collect()).trigger(availableNow=True)
+              .option("checkpointLocation", ckpt).start())
+    with pytest.raises(Exception, match=r"element of id 'bad'.*not UTF-8.*elementType=binary"):
+        failed.awaitTermination(120)
+    sink = Deliveries(client)  # the same checkpoint, read as bytes: the claim is delivered
+    query = (read_stream(spark, redis_url, "raw", elementType="binary").writeStream
+             .foreachBatch(sink).trigger(availableNow=True)
+             .option("checkpointLocation", ckpt).start())
+    assert query.awaitTermination(120)
+    assert sorted((r.id, bytes(r.element)) for _, r in sink.rows()) == [
+        ("bad", b"\xff\xfe latin-1?"), ("good", b"fine")]
+    assert d.size() == 0 and client.keys("raw/dh/*claim:*") == []

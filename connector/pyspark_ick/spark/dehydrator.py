@@ -399,7 +399,8 @@ class DehydratorShardLog(LogAdapter):
     def __init__(self, opts: SourceOptions, shard: int) -> None:
         self.shard = shard
         self.binary = opts.binary
-        self.log = opts.target().shard(shard)
+        self.log = Dehydrator(opts.connection.client(), opts.dehydrator, opts.shards,
+                              decode=False).shard(shard)  # bytes: Arrow checks UTF-8
         self.label = self.log.label
 
     def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
@@ -409,15 +410,40 @@ class DehydratorShardLog(LogAdapter):
         ids, dues, elements = zip(*entries, strict=True)
         table = pa.Table.from_arrays([
             pa.array(ids, pa.string()),
-            pa.array(elements, pa.binary() if self.binary else pa.string()),
+            self._elements(ids, elements, start, end),
             pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
                 pa.timestamp("us", "UTC")),
             pa.array([self.shard] * len(ids), pa.int32()),
         ], schema=arrow_schema(self.binary))
         yield from table.to_batches(ROWS_PER_BATCH)
 
+    def _elements(self, ids: Sequence[str], elements: Sequence[bytes], start: int, end: int
+                  ) -> pa.Array:
+        """The element column; with elementType string, an element that is not UTF-8 is
+        an error naming its id (its claim stays: a restart with binary delivers it)."""
+        raw = pa.array(elements, pa.binary())
+        if self.binary:
+            return raw
+        try:
+            return raw.cast(pa.string())
+        except pa.ArrowInvalid:
+            bad = next(i for i, e in enumerate(elements) if not _utf8(e))
+            raise IckError(
+                f"{self.label}: the element of id {ids[bad]!r} (claims {start + 1}-{end}) is "
+                "not UTF-8 text, so it cannot be a string: restart the query with option "
+                "elementType=binary to read it (nothing is lost: the claim stays until a "
+                "batch delivers it)") from None
+
     def backlog(self) -> int:
         return self.log.backlog()
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class DehydratorStreamReader(ReservationStreamReader):
