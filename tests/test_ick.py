@@ -318,3 +318,12 @@ def test_the_client_refuses_what_it_cannot_store(client: Any, call: Any, message
     with pytest.raises(IckConfigError, match=message):
         call(ick)
     assert ick.stats() is None  # nothing was written
+
+
+def test_a_pipeline_is_refused_with_a_clear_error(client: Any) -> None:
+    pipe = client.pipeline()
+    for make in (lambda: Ick(pipe, "q"), lambda: ShardedIck(pipe, "q", 2),
+                 lambda: pyspark_ick.Dehydrator(pipe, "d")):
+        with pytest.raises(IckConfigError, match="need a client, not a pipeline"):
+            make()
+    assert pipe.command_stack == []  # nothing was queued (or run)

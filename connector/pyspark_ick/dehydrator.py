@@ -28,7 +28,7 @@ import redis
 
 from . import retry, scripts
 from .errors import IckConfigError, IckScriptError, ShardCountError
-from .ick import PIPELINE_DEPTH, text
+from .ick import PIPELINE_DEPTH, check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .reservations import KEYS_PER_CALL, Lease, _again, fenced, read_log
 
@@ -150,7 +150,7 @@ class Dehydrator:
 
     def __init__(self, client: Any, name: str, shards: int = 1, *, decode: bool = True,
                  clock: Clock | None = None) -> None:
-        self.client = client
+        self.client = check_client(client)
         self.name = check_name(name, "dehydrator name")
         self.shards = check_shards(shards)
         self.decode = decode

@@ -7,6 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+import redis
+import redis.cluster
+
 from . import scripts
 from .errors import IckConfigError, ShardCountError
 from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
@@ -129,11 +132,22 @@ def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
     return new, changed
 
 
+def check_client(client: Any) -> Any:
+    """``client`` if it is a client, not a pipeline (whose calls return no replies)."""
+    if isinstance(client, (redis.client.Pipeline, redis.cluster.ClusterPipeline)):
+        raise IckConfigError(
+            "Icks and dehydrators need a client, not a pipeline: each call is already one "
+            "round trip (a Lua script) and needs its reply. To batch adds, pass many "
+            "members to one add(); to mix them into a pipeline of your own, queue "
+            "pyspark_ick.ick.queue_add(pipe, Ick(client, key).keys, members, scores)")
+    return client
+
+
 class Ick:
     """One Ick: a producer set and a consumer set with the gem's semantics."""
 
     def __init__(self, client: Any, key: str) -> None:
-        self.client = client
+        self.client = check_client(client)
         self.keys = IckKeys(check_name(key))
 
     @property
@@ -255,7 +269,7 @@ class ShardedIck:
     """A logical Ick ``name`` of ``shards`` Icks; members routed by ``shard_of``."""
 
     def __init__(self, client: Any, name: str, shards: int = 1) -> None:
-        self.client = client
+        self.client = check_client(client)
         self.name = check_name(name)
         self.shards = check_shards(shards)
         self._icks = [Ick(client, key) for key in shard_names(name, shards)]
