@@ -178,7 +178,7 @@ def test_push_existing_id_raises(client):
     assert d.look(101) == "again"
 
 
-@pytest.mark.parametrize("ttl", [-1, 1.5, "10", None, True])
+@pytest.mark.parametrize("ttl", [-1, 1.5, "10", None, True, 2**63, 2**52 + 1])
 def test_bad_ttl_raises_before_redis(client, ttl):
     with pytest.raises(IckConfigError, match="ttl_ms"):
         Dehydrator(client, "my_dehydrator").push(1, "x", ttl)

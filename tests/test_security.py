@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -290,3 +291,13 @@ def test_redis_conf_logs_every_add_and_never_evicts(durable_server):
             batch = {f"doc:{chunk}:{i}:{'x' * 40}": 1 for i in range(200)}
             added += ick.add(batch)[0]
     assert ick.stats()["pset_size"] == added > 1
+
+
+def test_tls_on_one_side_only_says_so_at_once(redis_tls, redis_url):
+    plain_port = urlsplit(redis_url).port
+    started = time.monotonic()
+    with pytest.raises(IckConnectionError, match=r"TLS handshake failed.*Use redis://"):
+        connect(f"rediss://127.0.0.1:{plain_port}/0", timeout=2)
+    with pytest.raises(IckConnectionError, match=r"does it speak only TLS\? Use rediss://"):
+        connect(f"redis://127.0.0.1:{redis_tls.port}/0", timeout=2)
+    assert time.monotonic() - started < 8  # not retried for redis.retryTimeout
