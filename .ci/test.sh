@@ -12,4 +12,5 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
 python3 -m ruff check .
+python3 -m mypy
 exec python3 -m pytest "$@"

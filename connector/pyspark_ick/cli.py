@@ -451,10 +451,10 @@ def scrub(message: str, url: str) -> str:
     """``message`` without the password of ``url`` (belt and braces: errors never hold it)."""
     message = message.replace(url, redact(url))
     try:
-        secret = urlsplit(url).password
+        secret = urlsplit(url).password or ""
     except ValueError:
-        secret = None
-    for value in {secret, unquote(secret or "")} - {None, ""}:
+        secret = ""
+    for value in {secret, unquote(secret)} - {""}:
         message = message.replace(value, "***")
     return message
 

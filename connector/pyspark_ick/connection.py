@@ -76,7 +76,7 @@ def where(url: str) -> str:
 def _host_port(url: str) -> str:
     parts = urlsplit(url)
     try:
-        port = parts.port or 6379
+        port = str(parts.port or 6379)
     except ValueError:
         port = "?"
     return f"{parts.hostname}:{port}"

@@ -105,7 +105,7 @@ def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int =
                                          elements.cast(pa.binary()), b"")
     offsets, data = buffers(joined)
     cuts = offsets[::chunk].tolist() + ([int(offsets[-1])] if rows % chunk else [])
-    memory = memoryview(data)
+    memory = memoryview(data.data)
     return [bytes(memory[a:b]) for a, b in pairwise(cuts)]
 
 

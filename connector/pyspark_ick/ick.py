@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from itertools import pairwise
 from typing import Any
 
@@ -321,7 +322,7 @@ class ShardedIck:
         wrong = [self.name] if self.shards > 1 else [f"{self.name}:0", f"{self.name}:1"]
         wrong.append(f"{self.name}:{self.shards}")
         for other in wrong:
-            if scripts.command(self.client, lambda k=other: self.client.exists(k),
+            if scripts.command(self.client, partial(self.client.exists, other),
                                what=self.label):
                 raise ShardCountError(
                     f"Ick {self.name!r}: Redis holds {other!r}, a shard of another shard "
@@ -332,7 +333,7 @@ class ShardedIck:
         for i, ick in enumerate(self._icks):
             for part in (ick.keys.pset, ick.keys.cset):
                 found = scripts.command(
-                    self.client, lambda k=part: self.client.zrandmember(k, sample),
+                    self.client, partial(self.client.zrandmember, part, sample),
                     what=self.label) or []
                 for member in found:
                     if shard_of(member, self.shards) != i:

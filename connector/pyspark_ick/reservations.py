@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from . import scripts
@@ -258,7 +259,7 @@ def snapshot(client: Any, master_key: str
     holder: dict[str, int] = {}
     reserved, committed = ReservationLog(client, master_key).counters()
     for r in range(committed + 1, reserved + 1):
-        members = scripts.command(client, lambda r=r: client.lrange(k.reservation(r), 0, -1),
+        members = scripts.command(client, partial(client.lrange, k.reservation(r), 0, -1),
                                   what=what)  # at most ITEMS_PER_CALL members
         for member in members[0::2]:
             holder[text(member)] = r
@@ -272,7 +273,7 @@ def scan_sorted_set(client: Any, key: str, what: str) -> list[Any]:
     cursor = 0
     while True:
         cursor, page = scripts.command(
-            client, lambda c=cursor: client.zscan(key, c, count=scripts.ITEMS_PER_CALL),
+            client, partial(client.zscan, key, cursor, count=scripts.ITEMS_PER_CALL),
             what=what)
         found.update(page)
         if int(cursor) == 0:

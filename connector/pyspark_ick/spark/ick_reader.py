@@ -115,7 +115,10 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
     if len(parts) > 1:
         table = table.sort_by([("score", "ascending"), ("reservation", "ascending")])
         seen: set[str] = set()
-        keep = [not (m in seen or seen.add(m)) for m in table.column("member").to_pylist()]
+        keep = []
+        for member in table.column("member").to_pylist():
+            keep.append(member not in seen)
+            seen.add(member)
         table = table.filter(pa.array(keep))
     yield from table.cast(arrow_schema(STREAM_SCHEMA)).to_batches(ROWS_PER_BATCH)
 

@@ -128,7 +128,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     chunk = opts.integer("chunkSize", CHUNK_SIZE, minimum=1, maximum=MAX_CHUNK_SIZE)
     columns = ", ".join(schema.fieldNames()) or "none"
 
-    wanted = opts.string("memberColumn", "member")
+    wanted = opts.string("memberColumn", "member") or "member"
     member = _column(schema, wanted)
     if member is None:
         raise IckConfigError(
