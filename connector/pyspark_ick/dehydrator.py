@@ -16,14 +16,11 @@ per-shard claim log: due elements move into numbered claims that stay until comm
 from __future__ import annotations
 
 import heapq
+import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import redis
 
 from . import retry, scripts
@@ -31,6 +28,10 @@ from .errors import IckConfigError, IckScriptError, ShardCountError
 from .ick import PIPELINE_DEPTH, check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .reservations import KEYS_PER_CALL, Lease, _again, fenced, read_log
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 CHUNK = 1000  # elements per dh_push call in a pipeline
 ON_DUPLICATE = ("keep", "replace", "error")
@@ -75,59 +76,32 @@ def _run_all(client: Any, calls: Sequence[Call], *, what: str, replay_safe: bool
     return replies
 
 
-HEAD = np.dtype([("time", "<f8"), ("id", "<u4"), ("element", "<u4")])  # lua/dh_push.lua
+_ROW = struct.Struct("<dII").pack  # time, id length, element length: lua/dh_push.lua
 
 
-def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets and bytes of a string or binary array, as numpy views of Arrow's buffers."""
-    _, offsets, data = column.buffers()
-    first = column.offset
-    return (np.frombuffer(offsets, np.int32)[first:first + len(column) + 1],
-            np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
+def pack_plain(ids: Sequence[str], elements: Sequence[bytes], times: Sequence[float],
+               chunk: int = CHUNK) -> list[bytes]:
+    """dh_push's packed arguments, ``chunk`` rows each (the plain client's path: no
+    numpy or pyarrow; the Spark sink packs Arrow columns with columns.pack_rows)."""
+    out = []
+    for first in range(0, len(ids), chunk):
+        parts: list[bytes] = []
+        for i in range(first, min(first + chunk, len(ids))):
+            data = ids[i].encode("utf-8", "surrogateescape")
+            parts += (_ROW(times[i], len(data), len(elements[i])), data, elements[i])
+        out.append(b"".join(parts))
+    return out
 
 
-def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int = CHUNK
-              ) -> list[bytes]:
-    """dh_push's packed arguments, ``chunk`` rows each, built column-wise by Arrow (each
-    row's head, id and element joined into one binary value; their bytes back to back
-    are the argument).
-
-    ``ids``: string; ``elements``: string or binary; ``times``: float64 ms; no nulls.
-    """
-    rows = len(ids)
-    head = np.empty(rows, HEAD)
-    head["time"] = times
-    head["id"] = pc.binary_length(ids).to_numpy()
-    head["element"] = pc.binary_length(elements).to_numpy()
-    heads = pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(HEAD.itemsize), rows, [None, pa.py_buffer(head)]).cast(pa.binary())
-    joined = pc.binary_join_element_wise(heads, ids.cast(pa.binary()),
-                                         elements.cast(pa.binary()), b"")
-    offsets, data = buffers(joined)
-    cuts = offsets[::chunk].tolist() + ([int(offsets[-1])] if rows % chunk else [])
-    memory = memoryview(data.data)
-    return [bytes(memory[a:b]) for a, b in pairwise(cuts)]
-
-
-def as_arrays(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[Any]
-              ) -> tuple[pa.Array, pa.Array, np.ndarray]:
-    """park()'s arguments as columns; raises IckConfigError on lengths or times."""
-    if not len(ids) == len(elements) == len(times):
-        raise IckConfigError(f"{len(ids)} ids, {len(elements)} elements and {len(times)} "
-                             "times: one of each per element")
+def check_times(times: Sequence[Any]) -> list[float]:
+    """``times`` as floats; IckConfigError unless each is a finite number."""
     try:
-        stamps = np.asarray(times, np.float64)
-        if stamps.ndim != 1:
-            raise ValueError("not a list of numbers")
+        out = [float(t) for t in times]
     except (TypeError, ValueError) as exc:
         raise IckConfigError(f"times must be numbers of milliseconds: {exc}") from None
-    id_array = pa.array([id if type(id) is str else text(id) for id in ids], pa.string())
-    if all(type(e) is str for e in elements):
-        element_array = pa.array(elements, pa.string())
-    else:
-        element_array = pa.array([e if type(e) is bytes else str(e).encode("utf-8")
-                                  for e in elements], pa.binary())
-    return id_array, element_array, stamps
+    if any(t - t != 0 for t in out):
+        raise IckConfigError("times must be finite numbers of milliseconds")
+    return out
 
 
 MAX_TTL_MS = 2**52  # due times are doubles of ms: exact up to 2**53, 142,000 years out
@@ -238,42 +212,48 @@ class Dehydrator:
         if on_duplicate not in ON_DUPLICATE:
             raise IckConfigError(f"on_duplicate must be one of {ON_DUPLICATE}, "
                                  f"got {on_duplicate!r}")
+        if not len(ids) == len(elements) == len(times):
+            raise IckConfigError(f"{len(ids)} ids, {len(elements)} elements and "
+                                 f"{len(times)} times: one of each per element")
+        stamps = check_times(times)
         if not ids:
             return (0, 0)
-        return self.park_arrays(*as_arrays(ids, elements, times), at=at,
-                                on_duplicate=on_duplicate, chunk=chunk)
+        groups: dict[int, tuple[list[str], list[bytes], list[float]]] = {}
+        for id, element, stamp in zip(ids, elements, stamps, strict=True):
+            key = id if type(id) is str else text(id)
+            data = element if type(element) is bytes else str(element).encode(
+                "utf-8", "surrogateescape")
+            group = groups.setdefault(self.shard_of(key), ([], [], []))
+            group[0].append(key)
+            group[1].append(data)
+            group[2].append(stamp)
+        chunk = min(chunk, scripts.ITEMS_PER_CALL)
+        return self._push({shard: pack_plain(*rows, chunk) for shard, rows in groups.items()},
+                          at, on_duplicate)
 
     def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
                     at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
                     ) -> tuple[int, int]:
         """``park`` for columns (string ids, string or binary elements, float64 times);
-        what the Spark sink calls with its Arrow batches."""
+        what the Spark sink calls with its Arrow batches (needs numpy and pyarrow)."""
+        from .columns import pack_rows, split_rows
+
         if not len(ids):
             return (0, 0)
         chunk = min(chunk, scripts.ITEMS_PER_CALL)
+        return self._push({shard: pack_rows(*rows, chunk) for shard, rows in split_rows(
+            ids, elements, times, self.shards).items()}, at, on_duplicate)
+
+    def _push(self, packed: dict[int, list[bytes]], at: bool, on_duplicate: str
+              ) -> tuple[int, int]:
+        """dh_push the packed arguments of each shard in one round trip (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
-        calls: list[Call] = [
-            ("dh_push", self._keys[shard].store, [*head, arg])
-            for shard, rows in self._split(ids, elements, times).items()
-            for arg in pack_rows(*rows, chunk)]
+        calls: list[Call] = [("dh_push", self._keys[shard].store, [*head, arg])
+                             for shard, args in packed.items() for arg in args]
         replies = _run_all(self.client, calls, what=self.label,  # "error" on a replay
                            replay_safe=on_duplicate != "error")  # would find its own ids
         return (sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
-
-    def _split(self, ids: pa.Array, elements: pa.Array, times: np.ndarray
-               ) -> dict[int, tuple[pa.Array, pa.Array, np.ndarray]]:
-        """The columns per shard (rows in their order within a shard)."""
-        if self.shards == 1:
-            return {0: (ids, elements, times)}
-        shards = np.fromiter((shard_of(id, self.shards) for id in ids.to_pylist()),
-                             np.int32, len(ids))
-        out = {}
-        for shard in np.unique(shards):
-            rows = pa.array(np.flatnonzero(shards == shard))
-            out[int(shard)] = (ids.take(rows), elements.take(rows),
-                               times[rows.to_numpy()])
-        return out
 
     def pull(self, id: Any) -> Any:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""

@@ -84,15 +84,19 @@ def run_until_fault(start: Callable[[], Any], fault_file: str | Path, counter: s
                     spec: str, timeout: float) -> bool:
     """A crash test's cycle: arm ``spec`` (``"point after kill"``) in ``fault_file`` with a
     fresh hit ``counter``, run the query ``start()`` returns until the fault ends it, then
-    disarm. False when it ran ``timeout`` seconds without failing (it is stopped)."""
+    disarm. False when it ran ``timeout`` seconds without failing (it is stopped); raises
+    when the query failed before the fault was hit (that failure is a finding)."""
     Path(counter).write_bytes(b"")
     Path(fault_file).write_text(spec)
     query = start()
+    failure: Exception | None = None
     try:
         finished = query.awaitTermination(timeout)
-    except Exception:  # noqa: BLE001 - the injected fault failed the query
-        finished = True
+    except Exception as exc:  # noqa: BLE001 - the injected fault failed the query
+        finished, failure = True, exc
     Path(fault_file).write_text("")
     if not finished:
         query.stop()
+    if failure is not None and Path(counter).stat().st_size < int(spec.split()[1]):
+        raise RuntimeError(f"the query failed before fault {spec!r} was hit") from failure
     return bool(finished)

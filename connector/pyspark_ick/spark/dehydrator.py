@@ -54,8 +54,9 @@ from pyspark.sql.types import (
 )
 
 from .. import scripts
+from ..columns import buffers
 from ..connection import ConnectionSpec
-from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator, buffers
+from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator
 from ..errors import IckConfigError, IckError
 from ..options import DH_STREAM, DH_WRITE, Options
 from .stream import LogAdapter, ReservationStreamReader
