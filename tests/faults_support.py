@@ -1,0 +1,288 @@
+"""Helpers of the fault suite (tests/test_faults.py): producers that record every add Redis
+acknowledged, a foreachBatch sink that records deliveries with their batch ids, the I1 and
+I3 checks, and how to find a query's reader process.
+
+I1 as in tests/test_reader_crash.py: an add is (member, score, shard, R), R the shard's last
+reservation number read in the same MULTI as the add; a delivery of the member from a
+reservation > R with a score <= the add's score, by a sink call that ran after the add was
+acknowledged, started after the add.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from math import inf
+from typing import Any, NamedTuple
+
+import redis
+
+from pyspark_ick import ShardedIck, scripts
+from pyspark_ick.ick import queue_add
+from pyspark_ick.keys import IckKeys, shard_names, shard_of
+from pyspark_ick.reservations import describe
+from pyspark_ick.testing import wait_until
+
+
+class Add(NamedTuple):
+    """An add Redis acknowledged; ``kept`` is False when no replica confirmed it (WAIT)."""
+
+    member: str
+    score: float
+    shard: int
+    reserved: int
+    at: float  # time.monotonic() of the acknowledgement
+    kept: bool = True
+
+
+def add_recorded(client: Any, ick: str, shards: int, member: str, score: float) -> Add:
+    """Add ``member`` to shard of logical Ick ``ick`` in a MULTI that also reads the shard's
+    last reservation number; raises (and nothing counts) unless Redis acknowledged it."""
+    shard = shard_of(member, shards)
+    keys = IckKeys(shard_names(ick, shards)[shard])
+    pipe = client.pipeline(transaction=True)
+    queue_add(pipe, keys, [member], [score])
+    pipe.hget(keys.rlog, "reserved")
+    _, reserved = pipe.execute()
+    return Add(member, score, shard, int(reserved or 0), time.monotonic())
+
+
+def replicated(client: redis.RedisCluster, key: str, timeout_ms: int = 1000) -> bool:
+    """True once a replica of the primary of ``key`` has every write made so far (WAIT)."""
+    try:
+        node = client.get_node_from_key(key)
+        return int(client.execute_command("WAIT", 1, timeout_ms, target_nodes=node)) >= 1
+    except (redis.RedisError, redis.exceptions.RedisClusterException):
+        return False
+
+
+class Loop:
+    """A daemon thread calling ``tick()`` every ``period`` seconds until ``stop()``;
+    a failed tick is recorded in ``errors`` (not acknowledged: nothing counts)."""
+
+    def __init__(self, name: str, period: float) -> None:
+        self.period = period
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=name)
+
+    def start(self) -> Loop:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread.ident is None:  # never started
+            return
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self._thread.name} did not stop"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                self.tick()
+            except Exception as exc:  # noqa: BLE001 - Redis away: try again next tick
+                self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
+                self.recover()
+
+    def tick(self) -> None:
+        raise NotImplementedError
+
+    def recover(self) -> None:
+        """After a failed tick (default: a short pause)."""
+        time.sleep(0.05)
+
+
+class Producer(Loop):
+    """Adds ``hot`` and two random members of ``m0..m{members-1}`` per tick, with strictly
+    increasing scores, each in its own MULTI; records every acknowledged add in ``adds``.
+    ``wait_replica``: WAIT for a replica after each add (``Add.kept``)."""
+
+    def __init__(self, client: Any, ick: str, shards: int, members: int = 60,
+                 period: float = 0.02, wait_replica: bool = False) -> None:
+        super().__init__(f"add-{ick}", period)
+        self.client, self.ick, self.shards = client, ick, shards
+        self.members, self.wait_replica = members, wait_replica
+        self.adds: list[Add] = []
+        self._rng = random.Random(7)
+        self._last = 0.0
+        scripts.ensure_loaded(client, "ickadd")
+
+    def tick(self) -> None:
+        for member in ("hot", f"m{self._rng.randrange(self.members)}",
+                       f"m{self._rng.randrange(self.members)}"):
+            self._last = score = max(time.time(), self._last + 1e-6)
+            add = add_recorded(self.client, self.ick, self.shards, member, score)
+            if self.wait_replica:
+                master = shard_names(self.ick, self.shards)[add.shard]
+                add = add._replace(kept=replicated(self.client, master))
+            self.adds.append(add)
+
+    def recover(self) -> None:
+        """The script cache may be new (a restarted or promoted server): load ickadd."""
+        try:
+            self.client.script_load(scripts.source("ickadd"))
+        except Exception:  # noqa: BLE001 - still away: the next tick tries again
+            time.sleep(0.05)
+
+    def acked_since(self, moment: float, shards: set[int] | None = None) -> int:
+        """Adds acknowledged after ``moment`` (time.monotonic()), of ``shards`` if given."""
+        return sum(1 for a in list(self.adds)
+                   if a.at > moment and (shards is None or a.shard in shards))
+
+
+class Parker(Loop):
+    """Parks new ids ``p0, p1, ...`` in ``dehydrator`` (delays 0-200 ms), a few per tick;
+    ``parked`` maps each acknowledged id to the time.monotonic() of the acknowledgement."""
+
+    def __init__(self, dehydrator: Any, period: float = 0.05) -> None:
+        super().__init__(f"park-{dehydrator.name}", period)
+        self.dehydrator = dehydrator
+        self.parked: dict[str, float] = {}
+        self._next = 0
+
+    def tick(self) -> None:
+        ids = [f"p{self._next + k}" for k in range(4)]
+        self._next += 4
+        self.dehydrator.park(ids, [f"element of {i}" for i in ids], [0, 50, 100, 200])
+        now = time.monotonic()
+        self.parked.update(dict.fromkeys(ids, now))
+
+    def acked_since(self, moment: float) -> int:
+        return sum(1 for at in list(self.parked.values()) if at > moment)
+
+
+class Delivery(NamedTuple):
+    """One foreachBatch call: Spark's batch id, its rows (sorted tuples), when it ran."""
+
+    batch: int
+    rows: list[tuple[Any, ...]]
+    at: float
+
+
+class Sink:
+    """A foreachBatch function recording every call (replays included)."""
+
+    def __init__(self, fail_first: bool = False) -> None:
+        self.calls: list[Delivery] = []
+        self.lock = threading.Lock()
+        self.fail_first = fail_first
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        rows = sorted((tuple(r) for r in df.collect()), key=repr)
+        with self.lock:
+            self.calls.append(Delivery(batch_id, rows, time.monotonic()))
+        if self.fail_first:
+            self.fail_first = False
+            raise RuntimeError(f"the sink fails batch {batch_id} on purpose")
+
+    def snapshot(self) -> list[Delivery]:
+        with self.lock:
+            return list(self.calls)
+
+    def batches_since(self, moment: float) -> int:
+        return sum(1 for d in self.snapshot() if d.at > moment)
+
+    def first_since(self, moment: float) -> float:
+        """Seconds from ``moment`` to the first sink call after it (inf: none)."""
+        return min((d.at - moment for d in self.snapshot() if d.at > moment), default=inf)
+
+    def values(self, column: int = 0) -> set[Any]:
+        """The values of ``column`` (0: member or id) of every delivered row."""
+        return {row[column] for d in self.snapshot() for row in d.rows}
+
+
+def check_deliveries(sink: Sink) -> int:
+    """No empty batch (a batch runs only when something was reserved, so an empty one lost
+    it) and I3: every replay of a batch id has the same rows. Returns the replays."""
+    by_batch: dict[int, list[list[Any]]] = defaultdict(list)
+    for d in sink.snapshot():
+        assert d.rows, f"batch {d.batch} was delivered empty"
+        by_batch[d.batch].append(d.rows)
+    for batch, versions in by_batch.items():
+        assert all(v == versions[0] for v in versions), f"batch {batch} replayed differently"
+    return sum(len(v) - 1 for v in by_batch.values())
+
+
+def check_i1(adds: Iterable[Add], sink: Sink, what: str) -> int:
+    """I1 for every add: a delivery of its member from a reservation > R with a score <=
+    the add's score, whose sink ran after the add was acknowledged (a reservation number
+    alone could be one Redis lost in a failover and numbered again). Returns the count."""
+    delivered: dict[str, list[tuple[float, int, float]]] = defaultdict(list)
+    for d in sink.snapshot():
+        for member, score, _shard, reservation in d.rows:
+            delivered[member].append((score, reservation, d.at))
+    checked = 0
+    for add in adds:
+        found = delivered[add.member]
+        assert any(s <= add.score and r > add.reserved and at > add.at for s, r, at in found), (
+            f"{what}: add of {add.member} at {add.score} (shard {add.shard}, after reservation "
+            f"{add.reserved}) was never delivered: {sorted(found)[-5:]}")
+        checked += 1
+    return checked
+
+
+def drained(client: Any, ick: str, shards: int) -> bool:
+    """True when the Ick is empty and no reservation is open."""
+    if ShardedIck(client, ick, shards).stats()["total_size"]:
+        return False
+    return all(describe(client, k)["open_reservations"] == 0 for k in shard_names(ick, shards))
+
+
+def wait_running(query: Any, check: Callable[[], Any], timeout: float, what: str) -> Any:
+    """``wait_until(check)`` while the query runs: fails at once, with the query's
+    exception, when the query stops first."""
+    try:
+        value = wait_until(lambda: not query.isActive or check(), timeout=timeout,
+                           interval=0.1, what=what)
+    except TimeoutError as exc:
+        raise AssertionError(str(exc)) from None
+    assert query.isActive, f"the query stopped while waiting for {what}: {query.exception()}"
+    return value
+
+
+def stream(spark: Any, fmt: str, options: dict[str, Any], sink: Sink, checkpoint: str,
+           trigger: str = "150 milliseconds") -> Any:
+    """Start ``readStream.format(fmt)`` with ``options`` into ``sink`` (foreachBatch)."""
+    reader = spark.readStream.format(fmt)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return (reader.load().writeStream.foreachBatch(sink).trigger(processingTime=trigger)
+            .option("checkpointLocation", checkpoint).start())
+
+
+def source_runners() -> set[int]:
+    """Pids of Spark's Python stream-source processes (one per running Python source:
+    the driver side of a reader, where its lease heartbeat runs) under this process."""
+    me = os.getpid()
+    found = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit() and _is_runner(int(name)) and _descends(int(name), me):
+            found.add(int(name))
+    return found
+
+
+def _is_runner(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"python_streaming_source_runner" in f.read()
+    except OSError:
+        return False
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    for _ in range(20):
+        if pid == ancestor:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
