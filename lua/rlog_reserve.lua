@@ -37,9 +37,12 @@ redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)
 if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
   local members = {}
   for i = 1, #got, 2 do members[#members + 1] = got[i] end
-  local held = redis.call('ZMSCORE', cset, unpack(members))
-  for k = 1, #members do
-    if held[k] then redis.call('HINCRBY', KEYS[6], members[k], 1) end
+  for first = 1, #members, ICK_CHUNK do
+    local last = math.min(first + ICK_CHUNK - 1, #members)
+    local held = redis.call('ZMSCORE', cset, unpack(members, first, last))
+    for k = first, last do
+      if held[k - first + 1] then redis.call('HINCRBY', KEYS[6], members[k], 1) end
+    end
   end
 end
 zadd_lt(cset, flip(got), 1, #got)
