@@ -21,11 +21,9 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import redis
-
-from . import retry, scripts
+from . import scripts
 from .errors import IckConfigError, IckScriptError, ShardCountError
-from .ick import PIPELINE_DEPTH, check_client, text
+from .ick import check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .reservations import KEYS_PER_CALL, Lease, _again, fenced, read_log
 
@@ -37,43 +35,6 @@ CHUNK = 1000  # elements per dh_push call in a pipeline
 ON_DUPLICATE = ("keep", "replace", "error")
 
 Clock = Callable[[], int]
-Call = tuple[str, Sequence[str], Sequence[Any]]  # script name, KEYS, ARGV
-
-
-def _run_all(client: Any, calls: Sequence[Call], *, what: str, replay_safe: bool = True
-             ) -> list[Any]:
-    """Replies of ``calls`` in one round trip, retried on transient errors as scripts.run
-    is (``replay_safe=False`` for calls that remove data and return it: poll, xack).
-
-    Unlike scripts.pipelined, a NOSCRIPT reply re-runs only the calls that got it, so
-    calls that remove data are safe to pipeline.
-    """
-    if len(calls) == 1:
-        return [scripts.run(client, *calls[0], what=what, replay_safe=replay_safe)]
-    if len(calls) > PIPELINE_DEPTH:  # a deep pipeline would be one long stall too
-        return [reply for first in range(0, len(calls), PIPELINE_DEPTH)
-                for reply in _run_all(client, calls[first:first + PIPELINE_DEPTH], what=what,
-                                      replay_safe=replay_safe)]
-
-    def once() -> list[Any]:
-        scripts.ensure_loaded(client, *{name for name, _, _ in calls})
-        pipe = client.pipeline(transaction=False)
-        for name, keys, args in calls:
-            scripts.queue(pipe, name, keys, args)
-        return pipe.execute(raise_on_error=False)
-
-    try:
-        replies = retry.call(once, retry.timeout_of(client), replay_safe=replay_safe,
-                             what=what)
-    except redis.RedisError as exc:
-        raise scripts.translate(exc, what) from exc
-    for i, reply in enumerate(replies):
-        if isinstance(reply, redis.RedisError) and (  # did not run: run it again alone
-                isinstance(reply, redis.exceptions.NoScriptError) or retry.not_run(reply)):
-            replies[i] = scripts.run(client, *calls[i], what=what, replay_safe=replay_safe)
-        elif isinstance(reply, redis.RedisError):
-            raise scripts.translate(reply, what)
-    return replies
 
 
 _ROW = struct.Struct("<dII").pack  # time, id length, element length: lua/dh_push.lua
@@ -249,9 +210,9 @@ class Dehydrator:
         """dh_push the packed arguments of each shard in one round trip (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
-        calls: list[Call] = [("dh_push", self._keys[shard].store, [*head, arg])
+        calls: list[scripts.Call] = [("dh_push", self._keys[shard].store, [*head, arg])
                              for shard, args in packed.items() for arg in args]
-        replies = _run_all(self.client, calls, what=self.label,  # "error" on a replay
+        replies = scripts.run_many(self.client, calls, what=self.label,  # "error" on a replay
                            replay_safe=on_duplicate != "error")  # would find its own ids
         return (sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
 
@@ -279,7 +240,7 @@ class Dehydrator:
         offsets = dict.fromkeys(range(self.shards), 0)
         while offsets:
             now = self._now()
-            replies = _run_all(self.client, [
+            replies = scripts.run_many(self.client, [
                 ("dh_take", self._keys[i].store, [now, limit, mode, offset])
                 for i, offset in offsets.items()
             ], what=self.label, replay_safe=mode != "poll")
@@ -302,7 +263,7 @@ class Dehydrator:
         parts = [(shard, rows[i:i + step]) for shard, rows in self._by_shard(ids).items()
                  for i in range(0, len(rows), step)]
         now = self._now()
-        replies = _run_all(self.client, [
+        replies = scripts.run_many(self.client, [
             ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
             for shard, rows in parts
         ], what=self.label, replay_safe=False)
@@ -322,7 +283,7 @@ class Dehydrator:
         """ms until the next element is due: 0 when one is due, -1 when empty."""
         self.check_shards()
         now = self._now()
-        waits = [int(r) for r in _run_all(
+        waits = [int(r) for r in scripts.run_many(
             self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys], what=self.label)]
         pending = [w for w in waits if w >= 0]
         return min(pending) if pending else -1

@@ -16,7 +16,6 @@ from .errors import IckConfigError, ShardCountError
 from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 
 CHUNK = 1000  # members per ickadd call in a pipeline (see bench/bench_core.py)
-PIPELINE_DEPTH = 64  # small calls (stats) per round trip: a pipeline is no long stall either
 
 Pairs = list[tuple[str, float]]
 
@@ -408,15 +407,9 @@ class ShardedIck:
         shard count but records nothing (a reading call does not write)."""
         self.check_shards(record=False)
 
-        per_shard: list[dict[str, Any] | None] = []
-        for first in range(0, self.shards, PIPELINE_DEPTH):
-            def build(pipe: Any, icks: list[Ick] = self._icks[first:first + PIPELINE_DEPTH]
-                      ) -> None:
-                for ick in icks:
-                    scripts.queue(pipe, "ickstats", ick.keys.base)
-
-            per_shard += [parse_stats(r) for r in scripts.pipelined(
-                self.client, ["ickstats"], build, what=self.label)]
+        per_shard = [parse_stats(r) for r in scripts.run_many(
+            self.client, [("ickstats", ick.keys.base, ()) for ick in self._icks],
+            what=self.label)]
         totals = {
             name: sum(s[name] for s in per_shard if s)
             for name in ("pset_size", "cset_size", "total_size")

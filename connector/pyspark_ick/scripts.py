@@ -31,6 +31,9 @@ ITEMS_PER_CALL = 1000
 holds Redis for a few ms at most, whatever the batch (measured: bench/bench_neighbour.py).
 A big micro-batch is many such calls, one after the other."""
 
+CALLS_PER_ROUND = 4
+"""The most calls pipelined in one round trip: Redis runs them back to back."""
+
 
 def lua_dir() -> Path:
     """The folder of the Lua scripts: inside the wheel, or the repository's ``lua/``."""
@@ -125,8 +128,21 @@ def run(client: Any, name: str, keys: Sequence[str], args: Sequence[Any] = (), *
         raise translate(exc, what) from exc
 
 
+Call = tuple[str, Sequence[str], Sequence[Any]]  # script name, KEYS, ARGV
+
+
+class Calls:
+    """What ``pipelined``'s ``build`` queues into: the script calls, sent later in rounds."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+
+
 def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> None:
-    """Queue script ``name`` on ``pipe``, inside a ``build`` function of ``pipelined``."""
+    """Queue script ``name`` on ``pipe`` (a redis-py pipeline, or the Calls of ``build``)."""
+    if isinstance(pipe, Calls):
+        pipe.calls.append((name, keys, args))
+        return
     # execute_command, not pipe.evalsha: redis-py blocks the latter in cluster pipelines,
     # though it routes EVALSHA by its keys like any command
     pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
@@ -134,27 +150,53 @@ def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -
 
 def pipelined(client: Any, names: Sequence[str], build: Callable[[Any], object], *,
               what: str | None = None) -> list[Any]:
-    """One round trip: ``build(pipe)`` queues calls of scripts ``names``; returns the replies.
+    """The replies of the calls ``build(calls)`` queues (``queue``), sent as ``run_many``
+    does. For idempotent calls (ickadd, reads): a lost reply is sent again."""
+    del names  # every script loads on first use
+    calls = Calls()
+    build(calls)
+    return run_many(client, calls.calls, what=what)
 
-    On NOSCRIPT the scripts are reloaded and the pipeline is built and sent again; so is
-    it on a transient error (retry.py). Use it only for idempotent calls (ickadd, reads).
+
+def run_many(client: Any, calls: Sequence[Call], *, what: str | None = None,
+             replay_safe: bool = True) -> list[Any]:
+    """Replies of ``calls``, pipelined ``CALLS_PER_ROUND`` to a round trip (Redis runs the
+    calls of one round back to back: a deeper pipeline would be one long stall too).
+
+    Retried like ``run`` (``replay_safe=False`` for calls that remove data and return it:
+    poll, xack). A call refused before it ran (NOSCRIPT, TRYAGAIN, ...) runs again alone,
+    so calls that remove data are safe here.
     """
+    replies: list[Any] = []
+    for first in range(0, len(calls), CALLS_PER_ROUND):
+        replies += _round(client, calls[first:first + CALLS_PER_ROUND], what, replay_safe)
+    return replies
+
+
+def _round(client: Any, calls: Sequence[Call], what: str | None, replay_safe: bool
+           ) -> list[Any]:
+    if len(calls) == 1:
+        return [run(client, *calls[0], what=what, replay_safe=replay_safe)]
+
     def once() -> list[Any]:
-        _load(client, names)
+        _load(client, list({name for name, _, _ in calls}))
         pipe = client.pipeline(transaction=False)
-        build(pipe)
-        try:
-            return pipe.execute()
-        except redis.exceptions.NoScriptError:
-            _load(client, names, force=True)
-            pipe = client.pipeline(transaction=False)
-            build(pipe)
-            return pipe.execute()
+        for name, keys, args in calls:
+            queue(pipe, name, keys, args)
+        return list(pipe.execute(raise_on_error=False))
 
     try:
-        return retry.call(once, retry.timeout_of(client), what=what or "pipeline")
+        replies = retry.call(once, retry.timeout_of(client), replay_safe=replay_safe,
+                             what=what or "pipeline")
     except (redis.RedisError, RedisClusterException) as exc:
         raise translate(exc, what) from exc
+    for i, reply in enumerate(replies):
+        if isinstance(reply, redis.RedisError) and (  # did not run: run it again alone
+                isinstance(reply, redis.exceptions.NoScriptError) or retry.not_run(reply)):
+            replies[i] = run(client, *calls[i], what=what, replay_safe=replay_safe)
+        elif isinstance(reply, redis.RedisError):
+            raise translate(reply, what)
+    return replies
 
 
 def command(client: Any, fn: Callable[[], Any], *, what: str | None = None) -> Any:
