@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import scripts
-from .errors import IckConfigError, IckScriptError, ShardCountError
+from .errors import IckConfigError, ShardCountError
 from .ick import check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
-from .reservations import KEYS_PER_CALL, Lease, _again, fenced, read_log
+from .reservations import KEYS_PER_CALL, Lease, commit_calls, read_log, reserve_calls
 
 if TYPE_CHECKING:
     import numpy as np
@@ -364,26 +364,18 @@ class ClaimLog:
         claim number, elements moved); fenced by ``owner`` and ``token``.
         """
         k = self.keys
-        head = max(self._head if self._head is not None else self.counters()[0], after)
-        moved = stale = 0
-        while True:
+
+        def call(head: int) -> Sequence[Any]:
             now = "" if self.clock is None else str(int(self.clock()))
             args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms, now,
                     head, scripts.ITEMS_PER_CALL]
-            try:
-                reply = scripts.run(self.client, "dh_claim",
-                                    [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
-                                    what=self.label)
-            except IckScriptError as exc:
-                raise fenced(self.label, exc) from exc
-            head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
-            self._head = head
-            if got < 0:  # the log is elsewhere (a replayed call): again from its head
-                stale = _again(stale, self.label)
-                continue
-            moved += got
-            if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
-                return head, moved
+            return scripts.run(self.client, "dh_claim",
+                               [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
+                               what=self.label)
+
+        start = max(self._head if self._head is not None else self.counters()[0], after)
+        self._head, moved = reserve_calls(call, start, limit, self.label)
+        return self._head, moved
 
     def read(self, start: int, end: int) -> list[Entry]:
         """(id, due ms, element) of every element of claims ``start + 1 .. end``; a claim
@@ -399,24 +391,17 @@ class ClaimLog:
     def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
         """Delete every claim ``<= through`` (idempotent); returns the last committed."""
         k = self.keys
-        committed = self._committed if self._committed is not None else self.counters()[1]
-        stale = 0
-        while True:
-            claims = [k.claim(n) for n in range(committed + 1,
-                                                min(through, committed + KEYS_PER_CALL) + 1)]
-            try:
-                reply = scripts.run(self.client, "dh_commit", [k.clog, k.lease, *claims],
-                                    [int(through), owner, token, ttl_ms, committed],
-                                    what=self.label)
-            except IckScriptError as exc:
-                raise fenced(self.label, exc) from exc
-            now, done = int(reply[0]), int(reply[1])
-            if done < 0:
-                stale = _again(stale, self.label)
-            elif done == 0 or now >= through or now == committed:
-                self._committed = now
-                return now
-            committed = self._committed = now
+
+        def call(committed: int) -> Sequence[Any]:
+            last = min(through, committed + KEYS_PER_CALL)
+            claims = [k.claim(n) for n in range(committed + 1, last + 1)]
+            return scripts.run(self.client, "dh_commit", [k.clog, k.lease, *claims],
+                               [int(through), owner, token, ttl_ms, committed],
+                               what=self.label)
+
+        start = self._committed if self._committed is not None else self.counters()[1]
+        self._committed = commit_calls(call, start, through, self.label)
+        return self._committed
 
     def backlog(self) -> int:
         """How many elements of the shard are due now (not claimed yet)."""

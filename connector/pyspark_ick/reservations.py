@@ -130,25 +130,17 @@ class ReservationLog:
         (last reservation number, members moved); fenced by ``owner`` and ``token``.
         """
         k = self.keys
-        head = max(self._head if self._head is not None else self.counters()[0], after)
-        moved = stale = 0
-        while True:
+
+        def call(head: int) -> Sequence[Any]:
             args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms,
                     head, scripts.ITEMS_PER_CALL]
-            try:
-                reply = scripts.run(self.client, "rlog_reserve",
-                                    [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)],
-                                    args, what=self.label)
-            except IckScriptError as exc:
-                raise fenced(self.label, exc) from exc
-            head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
-            self._head = head
-            if got < 0:  # the log is elsewhere (a replayed call): again from its head
-                stale = _again(stale, self.label)
-                continue
-            moved += got
-            if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
-                return head, moved
+            return scripts.run(self.client, "rlog_reserve",
+                               [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)],
+                               args, what=self.label)
+
+        start = max(self._head if self._head is not None else self.counters()[0], after)
+        self._head, moved = reserve_calls(call, start, limit, self.label)
+        return self._head, moved
 
     def read(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
         """``[(r, [member, score, ...]), ...]`` for reservations ``start < r <= end``.
@@ -163,31 +155,65 @@ class ReservationLog:
     def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
         """Commit every reservation ``<= through``; returns the last committed number."""
         k = self.keys
-        committed = self._committed if self._committed is not None else self.counters()[1]
-        stale = 0
-        while True:
+
+        def call(committed: int) -> Sequence[Any]:
             last = min(through, committed + KEYS_PER_CALL)
             manifests = [k.reservation(r) for r in range(committed + 1, last + 1)]
-            try:
-                reply = scripts.run(
-                    self.client, "rlog_commit", [k.cset, k.rlog, k.lease, k.held, *manifests],
-                    [int(through), owner, token, ttl_ms, committed, scripts.ITEMS_PER_CALL],
-                    what=self.label)
-            except IckScriptError as exc:
-                raise fenced(self.label, exc) from exc
-            now, done = int(reply[0]), int(reply[1])
-            if done < 0:
-                stale = _again(stale, self.label)
-            elif done == 0 or now >= through or now == committed:
-                self._committed = now
-                return now
-            committed = self._committed = now
+            return scripts.run(
+                self.client, "rlog_commit", [k.cset, k.rlog, k.lease, k.held, *manifests],
+                [int(through), owner, token, ttl_ms, committed, scripts.ITEMS_PER_CALL],
+                what=self.label)
+
+        start = self._committed if self._committed is not None else self.counters()[1]
+        self._committed = commit_calls(call, start, through, self.label)
+        return self._committed
 
     def last_committed(self) -> int:
         return self.counters()[1]
 
     def describe(self) -> dict[str, Any]:
         return describe(self.client, self.keys.master)
+
+
+def reserve_calls(call: Callable[[int], Sequence[Any]], head: int, limit: int | None,
+                  label: str) -> tuple[int, int]:
+    """The client side of a bounded reserve (or claim): ``call(head)`` runs one script call
+    into number ``head + 1`` and replies ``[head, moved, pending]``. Calls until the limit
+    is reached or a call moves less than ITEMS_PER_CALL; a call that finds the log at
+    another head (moved -1: a replayed call whose reply was lost) is made again from it.
+    Returns (last number, members moved); LeaseError when the consumer was fenced."""
+    moved = stale = 0
+    while True:
+        try:
+            reply = call(head)
+        except IckScriptError as exc:
+            raise fenced(label, exc) from exc
+        head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
+        if got < 0:
+            stale = _again(stale, label)
+            continue
+        moved += got
+        if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
+            return head, moved
+
+
+def commit_calls(call: Callable[[int], Sequence[Any]], committed: int, through: int,
+                 label: str) -> int:
+    """The client side of a bounded commit: ``call(committed)`` commits a few numbers after
+    ``committed`` and replies ``[committed, done]`` (done 0: nothing left, -1: the log was
+    at another number). Calls until ``through`` is committed; returns the last committed."""
+    stale = 0
+    while True:
+        try:
+            reply = call(committed)
+        except IckScriptError as exc:
+            raise fenced(label, exc) from exc
+        now, done = int(reply[0]), int(reply[1])
+        if done < 0:
+            stale = _again(stale, label)
+        elif done == 0 or now >= through or now == committed:
+            return now
+        committed = now
 
 
 def _again(stale: int, label: str) -> int:
