@@ -48,9 +48,7 @@ Fault points (``faults.fault``): after_reserve, before_read, during_read, before
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 import uuid
@@ -78,12 +76,9 @@ Offset = dict[str, int]
 
 
 def trace(call: str, *args: Any) -> None:
-    """Append ``call`` and its arguments to the file named by env PYSPARK_ICK_TRACE (tests
-    record how Spark calls the reader)."""
-    path = os.environ.get("PYSPARK_ICK_TRACE")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps([time.time(), os.getpid(), call, *args], default=str) + "\n")
+    """Debug logging of Spark's calls of the reader (logger pyspark_ick.stream)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s %s", call, " ".join(map(str, args)))
 
 
 @dataclass(frozen=True)
