@@ -58,29 +58,37 @@ def test_a_misspelled_option_fails_on_the_driver_and_writes_nothing(spark, redis
     ShardedIck(client, "typo", 1).check_shards()  # the right count is still free to record
 
 
-def _readme_tables() -> dict[str, set[str]]:
+def _readme_tables() -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
     """Option names of the first column of each table in README's Options section, by the
-    bold heading (or 'connection') above the table."""
+    bold heading (or 'connection') above the table; and (heading, name) -> the default
+    column of rows that name one option."""
     section = README.read_text().split("## Options", 1)[1].split("\n## ", 1)[0]
     tables: dict[str, set[str]] = {}
+    defaults: dict[tuple[str, str], str] = {}
     heading = "connection"
     for line in section.splitlines():
         if line.startswith("**"):
             heading = line
         elif line.startswith("| `"):
-            first = line.split("|")[1]
-            tables.setdefault(heading, set()).update(re.findall(r"`([^`]+)`", first))
-    return tables
+            first, default = line.split("|")[1:3]
+            names = re.findall(r"`([^`]+)`", first)
+            tables.setdefault(heading, set()).update(names)
+            if len(names) == 1 and default.strip().startswith("`"):
+                defaults[heading, names[0]] = default.strip().strip("`")
+    return tables, defaults
 
 
 def test_readme_option_tables_match_the_options_table():
-    tables = _readme_tables()
+    tables, defaults = _readme_tables()
     assert tables.pop("connection") == set(CONNECTION_OPTIONS)
     headings = {ICK_WRITE: 'df.write.format("ick")', ICK_STREAM: 'spark.readStream.format("ick")',
                 DH_WRITE: 'df.write.format("dehydrator")',
                 DH_STREAM: 'spark.readStream.format("dehydrator")'}
     for use, heading in headings.items():
-        [names] = [names for line, names in tables.items() if heading in line]
+        [(line, names)] = [(line, names) for line, names in tables.items() if heading in line]
         assert names == set(taken_by(use)) - set(CONNECTION_OPTIONS), use
+        for option in OPTIONS:
+            if use in option.uses and (line, option.name) in defaults:
+                assert defaults[line, option.name] == option.default, (use, option.name)
     everything = set().union(*tables.values()) | set(CONNECTION_OPTIONS)
     assert everything == {o.name for o in OPTIONS}

@@ -62,8 +62,9 @@ OPTIONS = (
     _option("memberColumn", (ICK_WRITE,), "member", "member column"),
     _option("scoreColumn", (ICK_WRITE,), "score", "score column"),
     _option("onInvalid", (ICK_WRITE,), "fail", "fail | skip invalid rows"),
-    _option("chunkSize", (ICK_WRITE, DH_WRITE), "1000", "members (elements) per call"),
-    _option("maxMembersPerTrigger", (ICK_STREAM,), "100000", "members per micro-batch"),
+    _option("chunkSize", (ICK_WRITE,), "1000", "members per call"),
+    _option("chunkSize", (DH_WRITE,), "500", "elements per call"),
+    _option("maxMembersPerTrigger", (ICK_STREAM,), "500000", "members per micro-batch"),
     _option("minMembersPerPartition", (ICK_STREAM,), "100000", "members per read task"),
     _option("maxElementsPerTrigger", (DH_STREAM,), "100000", "elements per micro-batch"),
     _option("consumerId", (ICK_STREAM, DH_STREAM), "", "owner id of the shard leases"),
@@ -102,8 +103,16 @@ class Options:
     def __init__(self, raw: Mapping[str, Any], fmt: str, use: str | None = None) -> None:
         self.raw = {str(k).lower(): v for k, v in dict(raw).items()}
         self.fmt = fmt
+        self.use = use
         if use is not None:
             check_known(dict(raw), use)
+
+    def default(self, name: str) -> str:
+        """The default of option ``name`` for this use, from OPTIONS."""
+        for option in OPTIONS:
+            if option.name == name and self.use in option.uses:
+                return option.default
+        raise KeyError(f"{self.use} takes no option {name!r}")
 
     def _fail(self, name: str, expected: str, value: Any) -> IckConfigError:
         shown = "***" if "password" in name.lower() else repr(value)
@@ -131,11 +140,12 @@ class Options:
         except IckConfigError as exc:
             raise IckConfigError(f"format({self.fmt!r}) {exc}") from None
 
-    def integer(self, name: str, default: int, *, minimum: int = 0,
+    def integer(self, name: str, default: int | None = None, *, minimum: int = 0,
                 maximum: int | None = None) -> int:
+        """An integer option; ``default`` None: the default of OPTIONS."""
         value = self.raw.get(name.lower())
         if value is None or str(value) == "":
-            return default
+            return int(self.default(name)) if default is None else default
         bound = f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum else "")
         try:
             number = int(str(value).strip())

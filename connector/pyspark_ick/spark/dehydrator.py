@@ -56,7 +56,7 @@ from pyspark.sql.types import (
 from .. import scripts
 from ..columns import buffers
 from ..connection import ConnectionSpec
-from ..dehydrator import CHUNK, ON_DUPLICATE, Dehydrator
+from ..dehydrator import ON_DUPLICATE, Dehydrator
 from ..errors import IckConfigError, IckError
 from ..options import DH_STREAM, DH_WRITE, Options
 from .stream import LogAdapter, ReservationStreamReader
@@ -175,14 +175,14 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
     return DehydratorSink(
         connection=opts.connection(),
         dehydrator=opts.name("dehydrator"),
-        shards=opts.integer("shards", 1, minimum=1, maximum=16384),
+        shards=opts.integer("shards", minimum=1, maximum=16384),
         on_duplicate=opts.choice("onDuplicate", ON_DUPLICATE, "keep"),
         element=found["element"],
         id=found.get("id"),
         delay_ms=delay_ms,
         delay_column=found.get("delayms"),
         release_column=found.get("releaseat"),
-        chunk=opts.integer("chunkSize", CHUNK, minimum=1, maximum=MAX_CHUNK),
+        chunk=opts.integer("chunkSize", minimum=1, maximum=MAX_CHUNK),
     )
 
 
@@ -382,8 +382,8 @@ class SourceOptions:
         return cls(
             connection=o.connection(),
             dehydrator=o.name("dehydrator"),
-            shards=o.integer("shards", 1, minimum=1, maximum=16384),
-            max_per_trigger=o.integer("maxElementsPerTrigger", 100_000, minimum=1),
+            shards=o.integer("shards", minimum=1, maximum=16384),
+            max_per_trigger=o.integer("maxElementsPerTrigger", minimum=1),
             consumer_id=o.string("consumerId"),
             lease_ms=o.lease_ms(),
             binary=element_type(o) == "binary",

@@ -76,14 +76,15 @@ class ReaderOptions:
     @classmethod
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
+        stream = Options(raw, "ick", ICK_STREAM)  # a batch read has no stream options
         return cls(
             connection=o.connection(),
             ick=o.name("ick"),
-            shards=o.integer("shards", 1, minimum=1, maximum=16384),
-            max_per_trigger=o.integer("maxMembersPerTrigger", 100_000, minimum=1),
-            consumer_id=o.string("consumerId"),
-            lease_ms=o.lease_ms(),
-            min_per_partition=o.integer("minMembersPerPartition", 100_000, minimum=1),
+            shards=o.integer("shards", minimum=1, maximum=16384),
+            max_per_trigger=stream.integer("maxMembersPerTrigger", minimum=1),
+            consumer_id=stream.string("consumerId"),
+            lease_ms=stream.lease_ms(),
+            min_per_partition=stream.integer("minMembersPerPartition", minimum=1),
         )
 
     def sharded(self) -> ShardedIck:

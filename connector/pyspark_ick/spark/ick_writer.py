@@ -123,9 +123,9 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     opts = Options(options, FORMAT, ICK_WRITE)
     connection = opts.connection()
     ick = opts.name("ick")
-    shards = opts.integer("shards", 1, minimum=1, maximum=16384)
+    shards = opts.integer("shards", minimum=1, maximum=16384)
     skip = opts.choice("onInvalid", ("fail", "skip"), "fail") == "skip"
-    chunk = opts.integer("chunkSize", CHUNK_SIZE, minimum=1, maximum=MAX_CHUNK_SIZE)
+    chunk = opts.integer("chunkSize", minimum=1, maximum=MAX_CHUNK_SIZE)
     columns = ", ".join(schema.fieldNames()) or "none"
 
     wanted = opts.string("memberColumn", "member") or "member"
