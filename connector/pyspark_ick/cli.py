@@ -4,6 +4,7 @@
     pyspark-ick add NAME MEMBER [MEMBER ...] [--score S] [--shards N]
     pyspark-ick peek NAME [--shards N] [-n 10] [--json]
     pyspark-ick del NAME [--shards N] [--yes]
+    pyspark-ick metrics --port PORT [--bind ADDRESS]
     pyspark-ick dehydrator look|ttn|push|pull NAME ...
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
@@ -20,6 +21,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -78,6 +80,7 @@ def stats(client: Any, name: str, shards: int) -> dict[str, Any]:
             "shard": i, "key": ick.key, "exists": bool(st),
             "queued": st.get("pset_size", 0), "reserved": st.get("cset_size", 0),
             "oldest_score": oldest, "age_s": age(now, oldest),
+            "oldest_queued_age_s": age(now, st.get("pset_min")),
             "open_reservations": res.get("open_reservations"),
             "lease_owner": res.get("lease_owner"),
             "lease_expires_in_ms": res.get("lease_expires_in_ms"),
@@ -271,6 +274,21 @@ def cmd_peek(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_metrics(client: Any, args: argparse.Namespace) -> int:
+    try:
+        from .metrics import serve
+        server = serve(client, args.port, args.bind)
+    except ImportError:
+        raise IckError("metrics need the prometheus-client package: "
+                       "pip install 'pyspark-ick[metrics]'") from None
+    print(f"serving http://{args.bind}:{args.port}/metrics (Ctrl-C stops)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+    return 0
+
+
 def cmd_del(client: Any, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
     report = stats(client, args.name, shards)
@@ -419,6 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
     sub.add_argument("--json", action="store_true", help="JSON output")
+
+    sub = command(commands, "metrics", cmd_metrics,
+                  "serve Prometheus metrics of every Ick and dehydrator at /metrics")
+    sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
+    sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
 
     sub = command(commands, "del", cmd_del, "delete an Ick, every shard and its bookkeeping")
     sub.add_argument("name", type=name_arg, metavar="NAME")

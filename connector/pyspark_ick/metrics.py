@@ -1,0 +1,96 @@
+"""Prometheus metrics of every Ick and dehydrator in a Redis (``pyspark-ick metrics``).
+
+Icks and dehydrators are found by their shard-count keys (``NAME/ick/shards``,
+``NAME/dehydrator/shards``, written by the first Spark reader or writer or ShardedIck
+write; an Ick that only gem producers wrote has none until then). Every scrape reads them
+again with bounded calls (SCAN pages, one small script per shard). Needs the ``metrics``
+extra (prometheus-client).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+from . import scripts
+from .cli import stats
+from .dehydrator import Dehydrator
+from .ick import text
+from .keys import shard_count_key
+
+ICK_SUFFIX = shard_count_key("", "ick")
+DEHYDRATOR_SUFFIX = shard_count_key("", "dehydrator")
+
+
+def discover(client: Any, suffix: str) -> dict[str, int]:
+    """name -> recorded shard count of every logical Ick (or dehydrator) in Redis."""
+    found = {}
+    for key in client.scan_iter(match=f"*{suffix}", count=scripts.ITEMS_PER_CALL):
+        name = text(key)[:-len(suffix)]
+        count = client.get(key)
+        if name and count is not None:
+            found[name] = int(count)
+    return found
+
+
+class Collector:
+    """A prometheus_client collector reading Redis at each scrape."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        def gauge(name: str, doc: str, labels: list[str]) -> Any:
+            return GaugeMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
+
+        queued = gauge("queued", "members waiting in the Ick shard (pset)", ["ick", "shard"])
+        reserved = gauge("reserved", "members reserved, not committed (cset)", ["ick", "shard"])
+        opened = gauge("open_reservations", "reservations not committed", ["ick", "shard"])
+        age = gauge("oldest_queued_age_seconds",
+                    "seconds since the lowest queued score (scores that are Unix times)",
+                    ["ick", "shard"])
+        lease = gauge("lease_held", "1 when a consumer holds the shard's lease", ["ick", "shard"])
+        for name, shards in sorted(discover(self.client, ICK_SUFFIX).items()):
+            for row in stats(self.client, name, shards)["rows"]:
+                labels = [name, str(row["shard"])]
+                queued.add_metric(labels, row["queued"])
+                reserved.add_metric(labels, row["reserved"])
+                opened.add_metric(labels, row["open_reservations"] or 0)
+                if row["oldest_queued_age_s"] is not None:
+                    age.add_metric(labels, row["oldest_queued_age_s"])
+                lease.add_metric(labels, 1 if row["lease_owner"] else 0)
+        yield from (queued, reserved, opened, age, lease)
+        yield from self._dehydrators(gauge)
+
+    def _dehydrators(self, gauge: Any) -> Iterator[Any]:
+        parked = gauge("dehydrator_parked", "elements parked (due or not)",
+                       ["dehydrator", "shard"])
+        due = gauge("dehydrator_due", "elements due now, not claimed yet",
+                    ["dehydrator", "shard"])
+        following = gauge("dehydrator_next_release_seconds",
+                          "seconds to the next release (0: one is due; -1: empty)",
+                          ["dehydrator"])
+        for name, shards in sorted(discover(self.client, DEHYDRATOR_SUFFIX).items()):
+            dehydrator = Dehydrator(self.client, name, shards)
+            for i in range(shards):
+                log = dehydrator.shard(i)
+                count = scripts.command(self.client, partial(self.client.zcard, log.keys.due))
+                parked.add_metric([name, str(i)], int(count))
+                due.add_metric([name, str(i)], log.backlog())
+            wait = dehydrator.ttn()
+            following.add_metric([name], wait / 1000 if wait >= 0 else -1)
+        yield from (parked, due, following)
+
+
+def serve(client: Any, port: int, address: str = "127.0.0.1") -> Any:
+    """Serve ``/metrics`` on ``address:port`` from a background thread; returns the server
+    (``shutdown()`` stops it)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector(client))  # type: ignore[arg-type]
+    server, _ = start_http_server(port, address, registry=registry)
+    return server

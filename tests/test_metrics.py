@@ -1,0 +1,72 @@
+"""pyspark-ick metrics: Prometheus text for every Ick and dehydrator found in Redis."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+
+from pyspark_ick import Dehydrator, ShardedIck
+from pyspark_ick.metrics import serve
+from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.testing import free_port, wait_until
+
+
+def scrape(port: int) -> dict[str, float]:
+    """``{'name{labels}': value}`` of a /metrics page (comments left out)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        body = reply.read().decode()
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_of_every_ick_and_dehydrator(client):
+    now = client.time()[0]
+    docs = ShardedIck(client, "docs", 2)
+    members = {f"doc:{i}": now - 100.0 - i for i in range(20)}
+    docs.add(members)
+    shard = docs.shard_of("doc:0")
+    log = ReservationLog(client, f"docs:{shard}")
+    token = log.lease.acquire("indexer", 60_000)
+    log.reserve(3, 0, "indexer", token, 60_000)
+    parked = Dehydrator(client, "parked", 2)
+    parked.park(["a", "b", "c"], ["x", "y", "z"], [0, 0, 3_600_000])
+
+    port = free_port()
+    server = serve(client, port)
+    try:
+        m = scrape(port)
+    finally:
+        server.shutdown()
+    sizes = {i: sum(1 for k in members if docs.shard_of(k) == i) for i in range(2)}
+    for i in range(2):
+        labels = f'{{ick="docs",shard="{i}"}}'
+        assert m[f"pyspark_ick_queued{labels}"] == sizes[i] - (3 if i == shard else 0)
+        assert m[f"pyspark_ick_reserved{labels}"] == (3 if i == shard else 0)
+        assert m[f"pyspark_ick_open_reservations{labels}"] == (1 if i == shard else 0)
+        assert m[f"pyspark_ick_lease_held{labels}"] == (1 if i == shard else 0)
+        assert m[f"pyspark_ick_oldest_queued_age_seconds{labels}"] >= 100
+    def total(what: str) -> float:
+        return sum(m[f'pyspark_ick_dehydrator_{what}{{dehydrator="parked",shard="{i}"}}']
+                   for i in range(2))
+
+    assert (total("parked"), total("due")) == (3, 2)
+    assert m['pyspark_ick_dehydrator_next_release_seconds{dehydrator="parked"}'] == 0
+
+
+def test_the_cli_serves_metrics(redis_url, client):
+    ShardedIck(client, "cli_docs", 1).add({"a": 1.0})
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pyspark_ick.cli", "--url", redis_url, "metrics", "--port",
+         str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        m = wait_until(lambda: scrape(port), timeout=30, what="the metrics endpoint")
+        assert m['pyspark_ick_queued{ick="cli_docs",shard="0"}'] == 1
+    finally:
+        process.terminate()
+        process.wait(10)
