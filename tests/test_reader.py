@@ -3,6 +3,7 @@ protocol of the stream reader on the driver."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import defaultdict
@@ -197,3 +198,24 @@ def test_members_reserved_by_another_consumer_are_adopted(redis_url, client):
     reader.commit(end)
     reader.stop()
     assert ick.stats()["total_size"] == 0
+
+
+def test_progress_reports_the_backlog(spark, redis_url, client, tmp_path):
+    now = client.time()[0]
+    ShardedIck(client, "lag", 2).add({f"doc:{i}": now - 60.0 for i in range(1000)})
+    query = (read_stream(spark, redis_url, "lag", shards=2, maxMembersPerTrigger=100)
+             .writeStream.foreachBatch(lambda df, i: df.count())
+             .trigger(processingTime="0 seconds")
+             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    try:
+        def reported() -> Any:
+            progress = query.lastProgress
+            latest = progress and progress["sources"][0].get("latestOffset")
+            return latest and json.loads(latest)
+
+        latest = wait_until(reported, timeout=90, what="a progress report")
+    finally:
+        query.stop()
+    assert set(latest["reservations"]) == {"0", "1"}
+    assert 0 < latest["backlog"] < 1000
+    assert latest["oldestQueuedAgeMs"] >= 60_000

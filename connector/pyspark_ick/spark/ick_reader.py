@@ -37,6 +37,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from ..cli import age, server_time
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError
 from ..ick import Ick, ShardedIck, text
@@ -158,6 +159,17 @@ class IckStreamReader(ReservationStreamReader):
 
     def prepare(self) -> None:
         self.opts.sharded().check_shards()
+
+    def backlog_report(self, logs: list[Any]) -> dict[str, Any]:
+        """Members queued, and the age of the oldest (when scores are Unix times)."""
+        sharded = self.opts.sharded()
+        stats = [sharded.shard(i).stats() or {} for i in range(self.shards)]
+        lows = [s["pset_min"] for s in stats if s.get("pset_min") is not None]
+        report: dict[str, Any] = {"backlog": sum(s.get("pset_size", 0) for s in stats)}
+        oldest = age(server_time(sharded.client), min(lows)) if lows else None
+        if oldest is not None:
+            report["oldestQueuedAgeMs"] = round(oldest * 1000)
+        return report
 
     def open_log(self, shard: int) -> IckShardLog:
         return IckShardLog(self.opts, shard)

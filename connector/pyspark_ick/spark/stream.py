@@ -331,8 +331,20 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         left = max(self._budget[shard], 0)
         return left if share is None else min(share, left)
 
-    def reportLatestOffset(self) -> Offset | None:
-        return self._latest
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        """The last offset and the backlog, for query.lastProgress["sources"][i]
+        ["latestOffset"] (Spark only reports it)."""
+        if self._latest is None:
+            return None
+        try:
+            return {"reservations": self._latest, **self.backlog_report(self._driver())}
+        except Exception as exc:  # noqa: BLE001 - a report must not fail the query
+            log.warning("backlog report failed: %s", exc)
+            return {"reservations": self._latest}
+
+    def backlog_report(self, logs: list[ShardLog]) -> dict[str, Any]:
+        """What waits to be delivered (integers only: Spark's progress takes no floats)."""
+        return {"backlog": sum(shard_log.backlog() for shard_log in logs)}
 
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         trace("partitions", start, end)
