@@ -100,11 +100,13 @@ def translate(exc: Exception, what: str | None = None) -> IckError:
         message = message[message.index("ICK ") + 4:]
     # Redis 7 appends the script location to errors raised inside scripts
     message = message.split(" script: ")[0].strip()
-    if isinstance(exc, redis.exceptions.OutOfMemoryError) or message.startswith("OOM "):
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in message:
+        said = message[message.index("command not allowed"):] if "command not allowed" in \
+            message else message  # Redis 6.2 wraps it in "Error running script ..."
         return RedisFullError(
             f"{what or 'the write'}: Redis is full (used memory > maxmemory, and the "
             "eviction policy keeps every key): nothing was added. Let the consumers drain "
-            f"the queues, or raise maxmemory. Redis said: {message.removeprefix('OOM ')}")
+            f"the queues, or raise maxmemory. Redis said: {said}")
     return IckScriptError(message)  # script errors name their keys themselves
 
 
