@@ -213,15 +213,20 @@ def check_i1(adds: Iterable[Add], sink: Sink, what: str) -> int:
     the add's score, whose sink ran after the add was acknowledged (a reservation number
     alone could be one Redis lost in a failover and numbered again). Returns the count."""
     delivered: dict[str, list[tuple[float, int, float]]] = defaultdict(list)
+    numbers: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for d in sink.snapshot():
-        for member, score, _shard, reservation in d.rows:
+        for member, score, shard, reservation in d.rows:
             delivered[member].append((score, reservation, d.at))
+            numbers[shard][reservation].append(d.batch)
     checked = 0
     for add in adds:
         found = delivered[add.member]
+        near = {r: sorted(set(b)) for r, b in sorted(numbers[add.shard].items())
+                if abs(r - add.reserved) <= 3}  # which batches delivered the numbers around R
         assert any(s <= add.score and r > add.reserved and at > add.at for s, r, at in found), (
             f"{what}: add of {add.member} at {add.score} (shard {add.shard}, after reservation "
-            f"{add.reserved}) was never delivered: {sorted(found)[-5:]}")
+            f"{add.reserved}) was never delivered: {sorted(found)[-5:]}; reservations of the "
+            f"shard around it -> batches: {near}")
         checked += 1
     return checked
 
