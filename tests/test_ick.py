@@ -193,9 +193,10 @@ def test_operations_inside_one_pipeline(any_client: Any) -> None:
         scripts.queue(pipe, "ickexchange", ick.keys.base, [2, "0", "a"])
         scripts.queue(pipe, "ickstats", ick.keys.base)
 
-    added, reserved, exchanged, stats = scripts.pipelined(
-        any_client, ["ickadd", "ickexchange", "ickstats"], build
-    )
+    scripts.ensure_loaded(any_client, "ickadd", "ickexchange", "ickstats")
+    pipe = any_client.pipeline(transaction=False)
+    build(pipe)
+    added, reserved, exchanged, stats = pipe.execute()
     assert added == [3, 0]
     assert pairs(reserved[1]) == [("a", 1.0), ("b", 2.0)]
     assert exchanged[0] == 1

@@ -25,7 +25,14 @@ from . import scripts
 from .errors import IckConfigError, ShardCountError
 from .ick import check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
-from .reservations import KEYS_PER_CALL, Lease, commit_calls, read_log, reserve_calls
+from .reservations import (
+    KEYS_PER_CALL,
+    Lease,
+    commit_calls,
+    log_counters,
+    read_log,
+    reserve_calls,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -349,10 +356,8 @@ class ClaimLog:
 
     def counters(self) -> tuple[int, int]:
         """(last claimed, last committed), as Redis has them now."""
-        claimed, committed = scripts.command(
-            self.client, lambda: self.client.hmget(self.keys.clog, "claimed", "committed"),
-            what=self.label)
-        self._head, self._committed = int(claimed or 0), int(committed or 0)
+        self._head, self._committed = log_counters(self.client, self.keys.clog, "claimed",
+                                                   self.label)
         return self._head, self._committed
 
     def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int

@@ -100,27 +100,27 @@ def pack_buffers(offsets: Any, data: Any, scores: Any, chunk: int = CHUNK) -> li
     return [packed[a:b] for a, b in pairwise(cuts)]
 
 
-def queue_packed(pipe: Any, keys: IckKeys, packed: Sequence[bytes]) -> int:
-    """Queue one ickadd call per packed argument on ``pipe``; returns how many."""
-    for arg in packed:
-        scripts.queue(pipe, "ickadd", keys.base, [arg])
-    return len(packed)
-
-
 def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence[float],
               chunk: int = CHUNK) -> int:
-    """Queue ickadd calls of at most ``chunk`` members on ``pipe``; returns how many."""
-    return queue_packed(pipe, keys, pack_chunks(members, scores, chunk))
+    """Queue ickadd calls of at most ``chunk`` members on a redis-py pipeline of the
+    caller's (e.g. a MULTI with reads of its own); returns how many."""
+    calls = add_calls(keys, pack_chunks(members, scores, chunk))
+    for name, keys_, args in calls:
+        scripts.queue(pipe, name, keys_, args)
+    return len(calls)
 
 
-def queue_add_now(pipe: Any, keys: IckKeys, members: Sequence[Any], chunk: int = CHUNK) -> int:
-    """Queue ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
+def add_calls(keys: IckKeys, packed: Sequence[bytes]) -> list[scripts.Call]:
+    """One ickadd call per packed argument (``pack_chunks``, ``pack_buffers``)."""
+    return [("ickadd", keys.base, [arg]) for arg in packed]
+
+
+def add_now_calls(keys: IckKeys, members: Sequence[Any], chunk: int = CHUNK
+                  ) -> list[scripts.Call]:
+    """ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
     chunk = min(chunk, scripts.ITEMS_PER_CALL)
-    calls = 0
-    for start in range(0, len(members), chunk):
-        scripts.queue(pipe, "ickadd_now", keys.base, members[start:start + chunk])
-        calls += 1
-    return calls
+    return [("ickadd_now", keys.base, members[i:i + chunk])
+            for i in range(0, len(members), chunk)]
 
 
 def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
@@ -171,9 +171,7 @@ class Ick:
         if not mapping:
             return (0, 0)
         packed = pack_chunks(list(mapping), list(mapping.values()), chunk)  # checks scores
-        replies = scripts.pipelined(
-            self.client, ["ickadd"], lambda pipe: queue_packed(pipe, self.keys, packed),
-            what=self.label)
+        replies = scripts.run_many(self.client, add_calls(self.keys, packed), what=self.label)
         return sum_adds(replies)
 
     def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
@@ -234,13 +232,11 @@ class Ick:
 
     def _reservation_keys(self) -> list[str]:
         """Manifest keys of open reservations (numbers from the reservation log)."""
-        log = scripts.command(self.client, lambda: self.client.hgetall(self.keys.rlog),
-                              what=self.label)
-        if not log:
-            return []
-        values = {text(k): int(v) for k, v in log.items() if not text(k).startswith("size:")}
-        first = values.get("committed", 0) + 1
-        return [self.keys.reservation(r) for r in range(first, values.get("reserved", 0) + 1)]
+        reserved, committed = scripts.command(
+            self.client, partial(self.client.hmget, self.keys.rlog, "reserved", "committed"),
+            what=self.label)
+        return [self.keys.reservation(r)
+                for r in range(int(committed or 0) + 1, int(reserved or 0) + 1)]
 
 
 def parse_stats(reply: Any) -> dict[str, Any] | None:
@@ -355,12 +351,7 @@ class ShardedIck:
         packed = {i: pack_chunks(ms, ss, chunk)  # checks scores before touching Redis
                   for i, (ms, ss) in self.group(members, scores).items()}
         self.check_shards()
-
-        def build(pipe: Any) -> None:
-            for i, args in packed.items():
-                queue_packed(pipe, self._icks[i].keys, args)
-
-        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build, what=self.label))
+        return self.add_packed(packed)
 
     def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
                    chunk: int = CHUNK) -> tuple[int, int]:
@@ -369,26 +360,17 @@ class ShardedIck:
         Scores ``None``: Redis server time at the add. One round trip; returns (new, changed).
         """
         self.check_shards()
-
-        def build(pipe: Any) -> None:
-            for i, (ms, ss) in groups.items():
-                if ss is None:
-                    queue_add_now(pipe, self._icks[i].keys, ms, chunk)
-                else:
-                    queue_add(pipe, self._icks[i].keys, ms, ss, chunk)
-
-        return sum_adds(scripts.pipelined(self.client, ["ickadd", "ickadd_now"], build,
-                                          what=self.label))
+        calls = [call for i, (ms, ss) in groups.items() for call in (
+            add_now_calls(self._icks[i].keys, ms, chunk) if ss is None else
+            add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk)))]
+        return sum_adds(scripts.run_many(self.client, calls, what=self.label))
 
     def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
         """Add ickadd arguments already packed (``pack_buffers``) per shard; one round trip."""
         self.check_shards()
-
-        def build(pipe: Any) -> None:
-            for i, packed in groups.items():
-                queue_packed(pipe, self._icks[i].keys, packed)
-
-        return sum_adds(scripts.pipelined(self.client, ["ickadd"], build, what=self.label))
+        return sum_adds(scripts.run_many(
+            self.client, [call for i, packed in groups.items()
+                          for call in add_calls(self._icks[i].keys, packed)], what=self.label))
 
     def group(self, members: Sequence[str], scores: Sequence[float]
               ) -> dict[int, tuple[list[str], list[float]]]:

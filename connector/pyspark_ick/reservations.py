@@ -115,10 +115,8 @@ class ReservationLog:
 
     def counters(self) -> tuple[int, int]:
         """(last reserved, last committed), as Redis has them now."""
-        reserved, committed = scripts.command(
-            self.client, lambda: self.client.hmget(self.keys.rlog, "reserved", "committed"),
-            what=self.label)
-        self._head, self._committed = int(reserved or 0), int(committed or 0)
+        self._head, self._committed = log_counters(self.client, self.keys.rlog, "reserved",
+                                                   self.label)
         return self._head, self._committed
 
     def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int
@@ -173,6 +171,13 @@ class ReservationLog:
 
     def describe(self) -> dict[str, Any]:
         return describe(self.client, self.keys.master)
+
+
+def log_counters(client: Any, log_key: str, head_field: str, label: str) -> tuple[int, int]:
+    """(last number made, last committed) of the reservation or claim log ``log_key``."""
+    head, committed = scripts.command(
+        client, partial(client.hmget, log_key, head_field, "committed"), what=label)
+    return int(head or 0), int(committed or 0)
 
 
 def reserve_calls(call: Callable[[int], Sequence[Any]], head: int, limit: int | None,

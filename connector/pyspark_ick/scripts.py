@@ -31,10 +31,6 @@ ITEMS_PER_CALL = 1000
 holds Redis for a few ms at most, whatever the batch (measured: bench/bench_neighbour.py).
 A big micro-batch is many such calls, one after the other."""
 
-CALLS_PER_ROUND = 1
-"""The most script calls pipelined in one round trip. Redis reads a client's whole pipeline
-and runs its calls back to back: with 4 a round, a neighbour's GET waited 22 ms at p99.9
-while df.write ran (bench_neighbour), 12 ms with 1, at the same writer throughput."""
 
 
 def lua_dir() -> Path:
@@ -135,79 +131,35 @@ def run(client: Any, name: str, keys: Sequence[str], args: Sequence[Any] = (), *
 Call = tuple[str, Sequence[str], Sequence[Any]]  # script name, KEYS, ARGV
 
 
-class Calls:
-    """What ``pipelined``'s ``build`` queues into: the script calls, sent later in rounds."""
-
-    def __init__(self) -> None:
-        self.calls: list[Call] = []
-
-
 def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> None:
-    """Queue script ``name`` on ``pipe`` (a redis-py pipeline, or the Calls of ``build``)."""
-    if isinstance(pipe, Calls):
-        pipe.calls.append((name, keys, args))
-        return
+    """Queue script ``name`` on a redis-py pipeline of the caller's (load it first:
+    ``ensure_loaded``)."""
     # execute_command, not pipe.evalsha: redis-py blocks the latter in cluster pipelines,
     # though it routes EVALSHA by its keys like any command
     pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
 
 
-def pipelined(client: Any, names: Sequence[str], build: Callable[[Any], object], *,
-              what: str | None = None) -> list[Any]:
-    """The replies of the calls ``build(calls)`` queues (``queue``), sent as ``run_many``
-    does. For idempotent calls (ickadd, reads): a lost reply is sent again."""
-    del names  # every script loads on first use
-    calls = Calls()
-    build(calls)
-    return run_many(client, calls.calls, what=what)
-
-
 def run_many(client: Any, calls: Sequence[Call], *, what: str | None = None,
              replay_safe: bool = True) -> list[Any]:
-    """Replies of ``calls``, pipelined ``CALLS_PER_ROUND`` to a round trip (Redis runs the
-    calls of one round back to back: a deeper pipeline would be one long stall too).
+    """Replies of ``calls``, each sent as ``run`` sends it, one after the other.
 
-    Retried like ``run`` (``replay_safe=False`` for calls that remove data and return it:
-    poll, xack). A call refused before it ran (NOSCRIPT, TRYAGAIN, ...) runs again alone,
-    so calls that remove data are safe here. Every call runs, as in one pipeline: a script
-    that raised does not stop the others; the first error is raised at the end.
+    Not pipelined: Redis reads a client's whole pipeline and runs its calls back to back,
+    so with 4 calls a round a neighbour's GET waited 22 ms at p99.9 while df.write ran,
+    12 ms with 1, at the same writer throughput (bench/bench_neighbour.py). Every call
+    runs, as in a pipeline: a script that raised does not stop the others (a shard's
+    refusal must not keep another shard's rows out); the first such error is raised at
+    the end.
     """
     replies: list[Any] = []
-    for first in range(0, len(calls), CALLS_PER_ROUND):
-        replies += _round(client, calls[first:first + CALLS_PER_ROUND], what, replay_safe)
-    for reply in replies:
-        if isinstance(reply, IckError):
-            raise reply
-    return replies
-
-
-def _round(client: Any, calls: Sequence[Call], what: str | None, replay_safe: bool
-           ) -> list[Any]:
-    """Replies of one round; an IckError in place of a call whose script raised one."""
-    if len(calls) == 1:
+    refused: IckScriptError | None = None
+    for name, keys, args in calls:
         try:
-            return [run(client, *calls[0], what=what, replay_safe=replay_safe)]
+            replies.append(run(client, name, keys, args, what=what, replay_safe=replay_safe))
         except IckScriptError as exc:
-            return [exc]
-
-    def once() -> list[Any]:
-        _load(client, list({name for name, _, _ in calls}))
-        pipe = client.pipeline(transaction=False)
-        for name, keys, args in calls:
-            queue(pipe, name, keys, args)
-        return list(pipe.execute(raise_on_error=False))
-
-    try:
-        replies = retry.call(once, retry.timeout_of(client), replay_safe=replay_safe,
-                             what=what or "pipeline")
-    except (redis.RedisError, RedisClusterException) as exc:
-        raise translate(exc, what) from exc
-    for i, reply in enumerate(replies):
-        if isinstance(reply, redis.RedisError) and (  # did not run: run it again alone
-                isinstance(reply, redis.exceptions.NoScriptError) or retry.not_run(reply)):
-            replies[i] = run(client, *calls[i], what=what, replay_safe=replay_safe)
-        elif isinstance(reply, redis.RedisError):
-            replies[i] = translate(reply, what)
+            refused = refused or exc
+            replies.append(None)
+    if refused is not None:
+        raise refused
     return replies
 
 
