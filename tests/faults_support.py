@@ -52,12 +52,22 @@ def add_recorded(client: Any, ick: str, shards: int, member: str, score: float) 
 
 
 def replicated(client: redis.RedisCluster, key: str, timeout_ms: int = 1000) -> bool:
-    """True once a replica of the primary of ``key`` has every write made so far (WAIT)."""
+    """True once a replica of the primary of ``key`` has every write the primary made so
+    far (its replication offset). Not WAIT: WAIT covers the writes of its own connection
+    only, and a pooled connection other than the add's answers at once."""
+    deadline = time.monotonic() + timeout_ms / 1000
     try:
-        node = client.get_node_from_key(key)
-        return int(client.execute_command("WAIT", 1, timeout_ms, target_nodes=node)) >= 1
+        primary = client.get_node_from_key(key).redis_connection
+        target = int(primary.info("replication")["master_repl_offset"])
+        while time.monotonic() < deadline:
+            info = primary.info("replication")
+            if any(int(v["offset"]) >= target for k, v in info.items()
+                   if k.startswith("slave") and isinstance(v, dict)):
+                return True
+            time.sleep(0.005)
     except (redis.RedisError, redis.exceptions.RedisClusterException):
-        return False
+        pass
+    return False
 
 
 class Loop:
