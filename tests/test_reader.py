@@ -200,6 +200,28 @@ def test_members_reserved_by_another_consumer_are_adopted(redis_url, client):
     assert ick.stats()["total_size"] == 0
 
 
+def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
+        redis_url, client):
+    """A batch spanning reservations R and R+1 of a shard, the member re-added after R was
+    made and reserved again in R+1: delivered once, with its first dirty score and R+1
+    (the delivery covers the add; a row naming R would say it did not)."""
+    ick = ShardedIck(client, "twice", 1)
+    ick.add({"hot": 1.0, "cold": 2.0})
+    reader = stream_reader({"redis.url": redis_url, "ick": "twice"}, STREAM_SCHEMA)
+    start = reader.initialOffset()
+    logs, fence = reader._driver(), reader._fences[0]
+    assert logs[0].reserve_into(1, start["0"], fence) == (start["0"] + 1, 1)  # R: hot
+    ick.add({"hot": 5.0})  # dirty again while in flight
+    end = {"0": logs[0].reserve_into(3, start["0"], fence)[0]}  # R+1: cold, hot
+    assert end["0"] == start["0"] + 2
+    rows = [(r["member"], r["score"], r["reservation"]) for p in reader.partitions(start, end)
+            for batch in reader.read(p) for r in batch.to_pylist()]
+    assert rows == [("hot", 1.0, end["0"]), ("cold", 2.0, end["0"])]
+    reader.commit(end)
+    reader.stop()
+    assert ick.stats()["total_size"] == 0
+
+
 def test_progress_reports_the_backlog(spark, redis_url, client, tmp_path):
     now = client.time()[0]
     ShardedIck(client, "lag", 2).add({f"doc:{i}": now - 60.0 for i in range(1000)})

@@ -100,7 +100,9 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
                   ) -> Iterator[pa.RecordBatch]:
     """Rows of STREAM_SCHEMA from ``[(reservation, [member, score, ...]), ...]``, by score.
 
-    A member in two reservations of the range appears once, with its lower score.
+    A member in several reservations of the range (re-added while in flight and reserved
+    again) appears once: with its lowest score, the first dirty time this delivery covers,
+    and the highest reservation, the one made after its latest add.
     """
     parts = []
     for number, flat in entries:
@@ -108,20 +110,18 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
         parts.append(pa.table({
             "member": members,
             "score": pc.cast(pa.array(flat[1::2], pa.string()), pa.float64()),
-            "shard": pa.array([shard] * len(members), pa.int32()),
             "reservation": pa.array([number] * len(members), pa.int64()),
         }))
     if not parts:
         return
     table = pa.concat_tables(parts)
     if len(parts) > 1:
-        table = table.sort_by([("score", "ascending"), ("reservation", "ascending")])
-        seen: set[str] = set()
-        keep = []
-        for member in table.column("member").to_pylist():
-            keep.append(member not in seen)
-            seen.add(member)
-        table = table.filter(pa.array(keep))
+        folded = table.group_by("member", use_threads=False).aggregate(
+            [("score", "min"), ("reservation", "max")])
+        table = pa.table({"member": folded["member"], "score": folded["score_min"],
+                          "reservation": folded["reservation_max"]}
+                         ).sort_by([("score", "ascending"), ("member", "ascending")])
+    table = table.add_column(2, "shard", pa.array([shard] * table.num_rows, pa.int32()))
     yield from table.cast(arrow_schema(STREAM_SCHEMA)).to_batches(ROWS_PER_BATCH)
 
 
