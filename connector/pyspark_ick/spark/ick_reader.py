@@ -104,23 +104,27 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
     again) appears once: with its lowest score, the first dirty time this delivery covers,
     and the highest reservation, the one made after its latest add.
     """
-    parts = []
+    members: list[Any] = []
+    scores: list[Any] = []
+    numbers: list[int] = []
     for number, flat in entries:
-        members = pa.array(flat[0::2], pa.string())
-        parts.append(pa.table({
-            "member": members,
-            "score": pc.cast(pa.array(flat[1::2], pa.string()), pa.float64()),
-            "reservation": pa.array([number] * len(members), pa.int64()),
-        }))
-    if not parts:
+        members += flat[0::2]
+        scores += flat[1::2]
+        numbers += [number] * (len(flat) // 2)
+    if not members:
         return
-    table = pa.concat_tables(parts)
-    if len(parts) > 1:
+    table = pa.table({
+        "member": pa.array(members, pa.string()),
+        "score": pc.cast(pa.array(scores, pa.string()), pa.float64()),
+        "reservation": pa.array(numbers, pa.int64()),
+    })
+    if len(entries) > 1 and len(set(members)) < len(members):
         folded = table.group_by("member", use_threads=False).aggregate(
             [("score", "min"), ("reservation", "max")])
         table = pa.table({"member": folded["member"], "score": folded["score_min"],
-                          "reservation": folded["reservation_max"]}
-                         ).sort_by([("score", "ascending"), ("member", "ascending")])
+                          "reservation": folded["reservation_max"]})
+    if len(entries) > 1:
+        table = table.sort_by([("score", "ascending"), ("member", "ascending")])
     table = table.add_column(2, "shard", pa.array([shard] * table.num_rows, pa.int32()))
     yield from table.cast(arrow_schema(STREAM_SCHEMA)).to_batches(ROWS_PER_BATCH)
 
