@@ -539,7 +539,7 @@ def bench_memory(lab: Lab, n: int) -> dict[str, float]:
     queued = used_memory(admin)
     log = ReservationLog(lab.client, "memory")
     token = log.lease.acquire("bench", TTL_MS)
-    _, moved = log.reserve(None, 0, "bench", token, TTL_MS)
+    _, moved = log.reserve(None, 0, token)
     assert moved == n, (moved, n)
     reserved = used_memory(admin)
     admin.flushall()
@@ -579,27 +579,27 @@ def sweep_ick(lab: Lab, size: int, calls: int) -> dict[str, list[int]]:
     token = log.lease.acquire("sweep", TTL_MS)
     _, after = log.counters()
     lab.admin.slowlog_reset()
-    head, moved = log.reserve(size * calls, after, "sweep", token, TTL_MS)
+    head, moved = log.reserve(size * calls, after, token)
     assert moved == size * calls, (moved, size, calls)
     log.read(after, head)
-    log.commit(head, "sweep", token, TTL_MS)
+    log.commit(head, token)
     found = durations(lab)
-    log.lease.release("sweep", token)
+    log.lease.release(token)
     return found
 
 
 def sweep_dehydrator(lab: Lab, size: int, calls: int) -> dict[str, list[int]]:
     """``calls`` claims of ``size`` due elements, read, committed."""
-    claims = Dehydrator(lab.client, "sweepdh").shard(0)
+    claims = Dehydrator(lab.client, "sweepdh").claim_log(0)
     token = claims.lease.acquire("sweep", TTL_MS)
     _, after = claims.counters()
     lab.admin.slowlog_reset()
-    head, moved = claims.reserve(size * calls, after, "sweep", token, TTL_MS)
+    head, moved = claims.reserve(size * calls, after, token)
     assert moved == size * calls, (moved, size, calls)
     claims.read(after, head)
-    claims.commit(head, "sweep", token, TTL_MS)
+    claims.commit(head, token)
     found = durations(lab, " (dehydrator)")
-    claims.lease.release("sweep", token)
+    claims.lease.release(token)
     return found
 
 

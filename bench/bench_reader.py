@@ -55,14 +55,14 @@ def raw_drain(client: Any, name: str, batch: int = 10_000) -> int:
     while busy:
         busy = False
         for i, log in enumerate(logs):
-            number, moved = log.reserve(batch, numbers[i], "bench", tokens[i], 60_000)
+            number, moved = log.reserve(batch, numbers[i], tokens[i])
             if moved:
                 busy = True
                 got += sum(len(flat) // 2 for _, flat in log.read(numbers[i], number))
-                log.commit(number, "bench", tokens[i], 60_000)
+                log.commit(number, tokens[i])
                 numbers[i] = number
     for log, token in zip(logs, tokens, strict=True):
-        log.lease.release("bench", token)
+        log.lease.release(token)
     return got
 
 
@@ -163,15 +163,15 @@ def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
     end = time.time() + seconds
     while time.time() < end:
         for i, log in enumerate(logs):
-            number, moved = log.reserve(100_000, numbers[i], "bench", tokens[i], 60_000)
+            number, moved = log.reserve(100_000, numbers[i], tokens[i])
             if moved:
                 for _, flat in log.read(numbers[i], number):
                     now = time.time()
                     delays += [now - float(s) for s in flat[1::2]]
-                log.commit(number, "bench", tokens[i], 60_000)
+                log.commit(number, tokens[i])
                 numbers[i] = number
     for log, token in zip(logs, tokens, strict=True):
-        log.lease.release("bench", token)
+        log.lease.release(token)
     return delays
 
 

@@ -4,6 +4,10 @@
 --   Raises when `master` holds something other than "ick.v1", when a pset/cset
 --   exists without the flag, or when the pset/cset is not a sorted set (never
 --   repaired silently). With create, writes the flag.
+-- Errors: every refusal a script raises is "ICK <message>" (ick_fail), parsed in one
+-- place, scripts.translate: "ICK LEASE busy|lost <expires_in_ms> <ms_since_renewal>
+-- <renewed_at_ms> <gone_after_ms> <owner>" (lease_fail) becomes LeaseBusy / LeaseError,
+-- any other "ICK <message>" (naming its keys) IckScriptError.
 local function ick_fail(msg)
   error('ICK ' .. msg, 0)
 end
@@ -33,31 +37,34 @@ local function ick_open(master, pset, cset, create)
   return true
 end
 
--- zadd_lt(key, flat, first, last): ZADD key LT CH over flat[first..last]
--- (score, member pairs), in chunks that stay below Lua's unpack limit.
--- Returns the CH count (added + changed).
+-- call_chunked(command, key, list, first, last, flags): redis.call(command, key,
+-- flags..., list[i..j]) over list[first..last] in chunks below Lua's unpack limit
+-- (ICK_CHUNK is even: pairs stay whole); flags: nil or two words. Returns the sum of the
+-- integer replies.
 local ICK_CHUNK = 4000
-local function zadd_lt(key, flat, first, last)
-  local ch = 0
-  local i = first
+local function call_chunked(command, key, list, first, last, flags)
+  local n, i = 0, first
   while i <= last do
     local j = math.min(i + ICK_CHUNK - 1, last)
-    ch = ch + redis.call('ZADD', key, 'LT', 'CH', unpack(flat, i, j))
-    i = j + 1
-  end
-  return ch
-end
-
--- zrem_all(key, list, first, last): ZREM key list[first..last], chunked.
-local function zrem_all(key, list, first, last)
-  local n = 0
-  local i = first
-  while i <= last do
-    local j = math.min(i + ICK_CHUNK - 1, last)
-    n = n + redis.call('ZREM', key, unpack(list, i, j))
+    if flags then
+      n = n + redis.call(command, key, flags[1], flags[2], unpack(list, i, j))
+    else
+      n = n + redis.call(command, key, unpack(list, i, j))
+    end
     i = j + 1
   end
   return n
+end
+
+-- zadd_lt(key, flat, first, last): ZADD key LT CH over flat[first..last] (score, member
+-- pairs): the lower score wins. Returns the CH count (added + changed).
+local function zadd_lt(key, flat, first, last)
+  return call_chunked('ZADD', key, flat, first, last, {'LT', 'CH'})
+end
+
+-- zrem_all(key, list, first, last): ZREM key list[first..last]; returns how many left.
+local function zrem_all(key, list, first, last)
+  return call_chunked('ZREM', key, list, first, last)
 end
 
 -- flip(flat): {member, score, ...} (a ZRANGE/ZPOPMIN reply) -> {score, member, ...} (ZADD args)
@@ -67,20 +74,6 @@ local function flip(flat)
     out[i], out[i + 1] = flat[i + 1], flat[i]
   end
   return out
-end
-
--- call_chunked(command, key, list, first, last): redis.call(command, key, list[i..j]) over
--- list[first..last] in chunks below Lua's unpack limit (ICK_CHUNK is even: pairs stay
--- whole). Returns the sum of the integer replies.
-local function call_chunked(command, key, list, first, last)
-  local n = 0
-  local i = first
-  while i <= last do
-    local j = math.min(i + ICK_CHUNK - 1, last)
-    n = n + redis.call(command, key, unpack(list, i, j))
-    i = j + 1
-  end
-  return n
 end
 
 -- time_ms(arg): tonumber(arg) when a test clock passed one, else Redis server time in ms.
@@ -99,13 +92,29 @@ local function allow_oom(key)
   redis.call('HDEL', key, '-')
 end
 
--- fence(lease, owner, token, ttl_ms): raise "LEASE <holder>" unless (owner, token) holds
+-- gone_after(beat): ms after its last renewal that a holder renewing every `beat` ms
+-- (nil: 1000) counts as gone: 3 renewal periods and a second.
+local function gone_after(beat)
+  return 3 * tonumber(beat or 1000) + 1000
+end
+
+-- lease_fail(kind, lease): raise ICK LEASE <kind> with the holder of lease hash `lease`
+-- ("busy": someone else holds it; "lost": the caller's owner or token no longer does).
+local function lease_fail(kind, lease)
+  local h = redis.call('HMGET', lease, 'owner', 'expiry', 'renewed', 'beat')
+  local now, renewed = time_ms(nil), tonumber(h[3] or 0)
+  ick_fail(string.format('LEASE %s %d %d %d %d %s', kind,
+    math.max(tonumber(h[2] or 0) - now, 0), now - renewed, renewed, gone_after(h[4]),
+    h[1] or ''))
+end
+
+-- fence(lease, owner, token, ttl_ms): raise ICK LEASE lost unless (owner, token) holds
 -- the lease hash `lease` (I5 fencing); else renew it for ttl_ms from Redis server time.
 -- Runs first in the consumer's scripts, so they write even when Redis is full (allow_oom).
 local function fence(lease, owner, token, ttl_ms)
   allow_oom(lease)
   local h = redis.call('HMGET', lease, 'owner', 'token')
-  if h[1] ~= owner or h[2] ~= token then ick_fail('LEASE ' .. (h[1] or '')) end
+  if h[1] ~= owner or h[2] ~= token then lease_fail('lost', lease) end
   local now = time_ms(nil)
   redis.call('HSET', lease, 'expiry', now + tonumber(ttl_ms), 'renewed', now)
 end

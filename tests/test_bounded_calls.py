@@ -39,7 +39,7 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "log_read": lambda: arg(3),
         "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
         "dh_take": lambda: arg(2),
-        "dh_backlog": lambda: 0, "rlog_lease": lambda: 0, "rlog_info": lambda: 0,
+        "dh_backlog": lambda: 0, "lease": lambda: 0, "rlog_info": lambda: 0,
         "shardcount": lambda: 0, "ickstats": lambda: 0,
     }
     if script not in limits:

@@ -86,7 +86,7 @@ def test_stats_shows_reservations_and_lease(redis_url, client):
     Ick(client, "feed").add({"a": 1, "b": 2, "c": 3})
     log = ReservationLog(client, "feed")
     token = log.lease.acquire("indexer-7", 60_000)
-    log.reserve(2, 0, "indexer-7", token, 60_000)
+    log.reserve(2, 0, token)
 
     (row,) = as_json(cli("stats", "feed", "--json", url=redis_url))["rows"]
     assert (row["queued"], row["reserved"], row["open_reservations"]) == (1, 2, 1)

@@ -4,7 +4,7 @@ replayed batch has exactly the rows of the claim it replays.
 
 One child process (this file run as a script: a SparkSession costs ~10 s, so one for the
 whole schedule) fails its query at each point in turn, restarting it in the same JVM
-(faults.py armed through PYSPARK_ICK_FAULT_FILE: "exit" kills the Python process at the
+(tests/crash/faults.py armed through PYSPARK_ICK_FAULT_FILE: "exit" kills the Python process at the
 point, "raise" fails the foreachBatch), then drains the dehydrator. Points: after_reserve
 (claimed, no offset log yet), before_read (offset log written), during_read, after_sink
 (foreachBatch ran, no commit log yet), before_commit (commit log written, claims not
@@ -92,7 +92,7 @@ def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
     assert seen == set(pushed), f"lost: {sorted(set(pushed) - seen)[:10]}"
     assert d.size() == 0
     for i in range(SHARDS):
-        log = d.shard(i)
+        log = d.claim_log(i)
         assert log.last_committed() == log.last_claimed()
 
 
@@ -100,9 +100,13 @@ def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
 
 
 def child(cfg: dict[str, Any]) -> int:
+    sys.path.insert(0, str(Path(__file__).parent / "crash"))
+    from faults import arm, fault, run_until_fault
+
     from pyspark_ick import Dehydrator, connect
-    from pyspark_ick.faults import fault, run_until_fault
     from pyspark_ick.testing import spark_session
+
+    arm(os.environ)  # before Spark starts: its processes inherit the environment
 
     fault_file, counter = Path(cfg["fault_file"]), Path(cfg["counter"])
     fault_file.write_text("")
@@ -133,7 +137,7 @@ def child(cfg: dict[str, Any]) -> int:
     print("FAULTS DONE", flush=True)
     query = start(limit=100_000)
     d = Dehydrator(client, NAME, SHARDS)
-    logs = [d.shard(i) for i in range(SHARDS)]
+    logs = [d.claim_log(i) for i in range(SHARDS)]
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if not query.isActive:

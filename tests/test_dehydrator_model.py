@@ -38,7 +38,7 @@ def test_dehydrator_matches_model(client):
             self.live: dict[str, tuple[int, str]] = {}  # id -> (due, element)
             self.claims: list[list[list[tuple[str, int, str]]]] = [[] for _ in range(SHARDS)]
             self.committed = [0] * SHARDS
-            self.logs = [self.d.shard(i) for i in range(SHARDS)]
+            self.logs = [self.d.claim_log(i) for i in range(SHARDS)]
             self.tokens = [log.lease.acquire("model", 600_000) for log in self.logs]
 
         def due_now(self) -> list[str]:
@@ -148,7 +148,7 @@ def test_dehydrator_matches_model(client):
             mine = sorted((self.live[id][0], id) for id in self.due_now()
                           if self.d.shard_of(id) == shard)
             take = mine if limit is None else mine[:limit]
-            got = log.reserve(limit, last, "model", self.tokens[shard], 600_000)
+            got = log.reserve(limit, last, self.tokens[shard])
             if take:
                 self.claims[shard].append([(id, due, self.live.pop(id)[1]) for due, id in take])
                 assert got == (last + 1, len(take))
@@ -160,7 +160,7 @@ def test_dehydrator_matches_model(client):
         def commit(self, shard, data):
             last = len(self.claims[shard])
             through = data.draw(st.integers(0, last + 1))
-            done = self.logs[shard].commit(through, "model", self.tokens[shard], 600_000)
+            done = self.logs[shard].commit(through, self.tokens[shard])
             self.committed[shard] = max(self.committed[shard], min(through, last))
             assert done == self.committed[shard]
 

@@ -240,7 +240,7 @@ def test_source_available_now_binary_and_limits(spark, redis_url, client, tmp_pa
         bytes([n % 256, 0]) for n in range(250))
     # every claim was committed: nothing left anywhere
     for i in range(2):
-        log = d.shard(i)
+        log = d.claim_log(i)
         assert log.last_committed() == log.last_claimed() > 0
     assert client.keys("bin:*/dh/*claim:*") == []
 

@@ -296,7 +296,7 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
     sink, query = Sink(), None
     try:
         migration.begin()
-        claims = parked.shard(0)
+        claims = parked.claim_log(0)
         read = claims.read(claims.last_committed(), claims.last_claimed())
         assert sorted(entry[0] for entry in read) == sorted(
             r[0] for r in first.rows if r[3] == 0), "the claim read while MIGRATING differs"
@@ -318,8 +318,8 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
         acked = set(parker.parked) | set(late)
         wait_running(query, lambda: acked <= sink.values() and parked.size() == 0, 60,
                      "the drain")
-        wait_running(query, lambda: all(parked.shard(i).last_committed()
-                                        == parked.shard(i).last_claimed()
+        wait_running(query, lambda: all(parked.claim_log(i).last_committed()
+                                        == parked.claim_log(i).last_claimed()
                                         for i in range(shards)), 30, "the last commit")
         assert query.exception() is None
     finally:

@@ -32,7 +32,7 @@ def test_metrics_of_every_ick_and_dehydrator(client):
     shard = docs.shard_of("doc:0")
     log = ReservationLog(client, f"docs:{shard}")
     token = log.lease.acquire("indexer", 60_000)
-    log.reserve(3, 0, "indexer", token, 60_000)
+    log.reserve(3, 0, token)
     parked = Dehydrator(client, "parked", 2)
     parked.park(["a", "b", "c"], ["x", "y", "z"], [0, 0, 3_600_000])
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from pyspark_ick import ShardedIck
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
-from pyspark_ick.spark.stream import ShardRange, ShardRanges, group
+from pyspark_ick.spark.source import ShardRange, ShardRanges, group
 
 
 def test_group_balances_and_never_splits_a_shard() -> None:

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from pyspark_ick import Ick, IckScriptError, LeaseError, scripts
+from pyspark_ick.errors import LeaseBusy
 from pyspark_ick.ick import pairs, text
-from pyspark_ick.reservations import LeaseBusy, ReservationLog, describe, snapshot
+from pyspark_ick.reservations import ReservationLog, describe, snapshot
 from pyspark_ick.testing import wait_until
 
 MEMBERS = st.sampled_from(["a", "b", "c", "d", "e", "doc:1", "doc:10", "é"])
@@ -89,14 +90,14 @@ def test_reservation_log_matches_model(any_client):
         def reserve(self, limit: int | None, back: int) -> None:
             # `after` is a logged offset: the last committed number or a later one
             after = max(self.model.committed, self.model.reserved - back)
-            assert self.log.reserve(limit, after, "me", self.token, TTL) == \
+            assert self.log.reserve(limit, after, self.token) == \
                 self.model.reserve(limit, after)
 
         @rule(through=st.integers(-1, 2))
         def commit(self, through: int) -> None:
             # repeated, out of order, or past the last reservation
             target = self.model.committed + through
-            assert self.log.commit(target, "me", self.token, TTL) == self.model.commit(target)
+            assert self.log.commit(target, self.token) == self.model.commit(target)
 
         @rule(start=st.integers(0, 3), size=st.integers(0, 3))
         def read(self, start: int, size: int) -> None:
@@ -133,18 +134,18 @@ def test_a_big_reserve_is_many_bounded_reservations(client):
     log = ReservationLog(client, "big")
     token = log.lease.acquire("me", TTL)
     per_call = scripts.ITEMS_PER_CALL
-    last, moved = log.reserve(None, 0, "me", token, TTL)
+    last, moved = log.reserve(None, 0, token)
     assert (last, moved) == (-(-20_000 // per_call), 20_000)
     ick.add({"m00007": -1.0})  # re-dirtied while in flight
-    assert log.reserve(10, last, "me", token, TTL) == (last + 1, 1)
+    assert log.reserve(10, last, token) == (last + 1, 1)
     entries = log.read(0, last)
     assert [r for r, _ in entries] == list(range(1, last + 1))
     assert max(len(flat) // 2 for _, flat in entries) == per_call
     assert [text(m) for _, flat in entries for m in flat[0::2]] == \
         [f"m{i:05}" for i in range(20_000)]  # lowest scores first, each once
-    assert log.commit(last, "me", token, TTL) == last
+    assert log.commit(last, token) == last
     assert ick.stats()["cset_size"] == 1  # held by the later reservation still
-    assert log.commit(last + 1, "me", token, TTL) == last + 1
+    assert log.commit(last + 1, token) == last + 1
     assert ick.stats()["total_size"] == 0
     assert describe(client, "big")["open_members"] == 0
 
@@ -156,13 +157,13 @@ def test_describe_for_operators(client):
     Ick(client, "d").add({"a": 1, "b": 2, "c": 3})
     log = ReservationLog(client, "d")
     token = log.lease.acquire("indexer", 10_000)
-    log.reserve(2, 0, "indexer", token, 10_000)
-    log.reserve(2, 1, "indexer", token, 10_000)
+    log.reserve(2, 0, token)
+    log.reserve(2, 1, token)
     info = describe(client, "d")
     assert info["open_reservations"] == 2 and info["open_members"] == 3
     assert info["lease_owner"] == "indexer"
     assert 9_000 < info["lease_expires_in_ms"] <= 10_000
-    log.lease.release("indexer", token)
+    log.lease.release(token)
     assert describe(client, "d")["lease_owner"] is None
 
 
@@ -173,27 +174,27 @@ def test_lease_refuses_a_second_owner_and_fences_the_old_token(any_client):
     with pytest.raises(LeaseBusy, match=r"Ick 'l' shard 0.*'alpha' holds the lease"):
         log.lease.acquire("beta", TTL)
     again = log.lease.acquire("alpha", TTL)  # a restart with the same consumerId
-    assert again > first
+    assert again.token > first.token
     with pytest.raises(LeaseError, match="lost its lease"):
-        log.reserve(10, 0, "alpha", first, TTL)
+        log.reserve(10, 0, first)
     with pytest.raises(LeaseError, match="lost its lease"):
-        log.commit(0, "alpha", first, TTL)
+        log.commit(0, first)
     with pytest.raises(LeaseError, match="lost its lease"):
-        log.lease.renew("alpha", first, TTL)
-    assert log.reserve(10, 0, "alpha", again, TTL) == (1, 1)
+        log.lease.renew(first)
+    assert log.reserve(10, 0, again) == (1, 1)
 
 
 def test_lease_expires_and_the_stale_consumer_cannot_commit(client):
     Ick(client, "x").add({"a": 1, "b": 2})
     log = ReservationLog(client, "x")
     old = log.lease.acquire("old", 200)
-    assert log.reserve(1, 0, "old", old, 200) == (1, 1)
+    assert log.reserve(1, 0, old) == (1, 1)
     with pytest.raises(LeaseBusy):
         log.lease.acquire("new", 200)
     started = time.monotonic()
     new = wait_until(lambda: log.lease.acquire("new", TTL), timeout=5, what="lease expiry")
     assert time.monotonic() - started < 1.0
     with pytest.raises(LeaseError, match="'new' holds it now"):
-        log.commit(1, "old", old, 200)
+        log.commit(1, old)
     assert describe(client, "x")["last_committed"] == 0
-    assert log.commit(1, "new", new, TTL) == 1
+    assert log.commit(1, new) == 1

@@ -122,12 +122,12 @@ def test_acl_user_runs_the_reservation_log(acl_url, client):
     Ick(restricted, "dirty_docs").add({"a": 1, "b": 2})
     log = ReservationLog(restricted, "dirty_docs")
     token = log.lease.acquire("indexer", 30_000)
-    last, moved = log.reserve(None, 0, "indexer", token, 30_000)
+    last, moved = log.reserve(None, 0, token)
     assert moved == 2 and [r for r, _ in log.read(0, last)] == [last]
     assert log.describe()["lease_owner"] == "indexer"
-    assert log.commit(last, "indexer", token, 30_000) == last
+    assert log.commit(last, token) == last
     assert log.describe()["open_reservations"] == 0
-    assert log.lease.release("indexer", token)
+    assert log.lease.release(token)
     Ick(restricted, "dirty_docs").delete()
     assert client.dbsize() == 0
 
@@ -139,11 +139,11 @@ def test_acl_user_runs_the_dehydrator(acl_url, client):
     parked.push("due", "now", 0)
     parked.push("later", "in an hour", 3_600_000)
     assert parked.look("later") == "in an hour" and parked.ttn() == 0
-    claims = parked.shard(parked.shard_of("due"))
+    claims = parked.claim_log(parked.shard_of("due"))
     token = claims.lease.acquire("source", 30_000)
-    last, moved = claims.reserve(None, 0, "source", token, 30_000)
+    last, moved = claims.reserve(None, 0, token)
     assert moved == 1 and [element for _, _, element in claims.read(0, last)] == ["now"]
-    assert claims.commit(last, "source", token, 30_000) == last
+    assert claims.commit(last, token) == last
     assert parked.pull("later") == "in an hour" and parked.ttn() == -1
     parked.delete()
     assert client.dbsize() == 0

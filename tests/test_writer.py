@@ -28,7 +28,7 @@ from pyspark.sql.types import (
 
 from pyspark_ick import Ick, IckConfigError, ShardedIck, connect, shard_of
 from pyspark_ick.ick import pack_buffers, pack_chunks
-from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer, split, string_buffers
+from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer, by_shard, string_buffers
 from pyspark_ick.testing import redis_server
 
 MS = StructType([StructField("member", StringType()), StructField("score", DoubleType())])
@@ -158,7 +158,7 @@ def test_overwrite_empties_every_shard_first(spark, redis_url, client):
 def test_columns_pack_like_pack_pairs_in_every_shard(rows, lead, shards, chunk):
     members = pa.array(["x"] * lead + [m for m, _ in rows])[lead:]  # a non-zero offset
     scores = pa.array([s for _, s in rows], pa.float64())
-    parts = split(members, scores, shards)
+    parts = by_shard(members, scores, shards)
     assert sum(len(m) for m, _ in parts.values()) == len(rows)
     for shard, (ms, ss) in parts.items():
         names, values = ms.to_pylist(), ss.to_pylist()

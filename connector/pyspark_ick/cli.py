@@ -33,7 +33,7 @@ from . import scripts
 from .connection import DEFAULT_URL, connect, redact
 from .errors import IckConfigError, IckError, ShardCountError
 from .ick import ShardedIck, pairs, text
-from .keys import check_name, check_shards, shard_count_key
+from .keys import MAX_SHARDS, check_name, check_shards, shard_count_key
 from .options import Options
 from .reservations import describe
 
@@ -359,7 +359,7 @@ def shards_arg(value: str) -> int:
         return check_shards(int(value))
     except (ValueError, IckConfigError):
         raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to 16384, got {value!r}") from None
+            f"expected an integer from 1 to {MAX_SHARDS}, got {value!r}") from None
 
 
 def positive_int(value: str) -> int:

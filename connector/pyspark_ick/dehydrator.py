@@ -25,10 +25,11 @@ from . import scripts
 from .errors import IckConfigError, ShardCountError
 from .ick import check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
+from .lease import Fence, Lease
 from .reservations import (
     KEYS_PER_CALL,
-    Lease,
     commit_calls,
+    fence_args,
     log_counters,
     read_log,
     reserve_calls,
@@ -128,7 +129,7 @@ class Dehydrator:
     def shard_of(self, id: Any) -> int:
         return shard_of(text(id), self.shards)
 
-    def shard(self, i: int) -> ClaimLog:
+    def claim_log(self, i: int) -> ClaimLog:
         """The claim log of shard ``i`` (what the streaming source consumes).
 
         The shard count is not checked here (executors call it): see ``check_shards``.
@@ -309,7 +310,11 @@ class Dehydrator:
             pipe = self.client.pipeline(transaction=False)
             for keys in self._keys:
                 pipe.zcard(keys.due)
-            return sum(int(n) for n in pipe.execute())
+            counts = pipe.execute(raise_on_error=False)  # errors as redis-py raised them
+            for count in counts:
+                if isinstance(count, Exception):
+                    raise count
+            return sum(int(n) for n in counts)
 
         return int(scripts.command(self.client, count, what=self.label))
 
@@ -319,10 +324,10 @@ class Dehydrator:
         for keys in self._keys:
             claimed, committed = ClaimLog(self.client, keys).counters()
             claims = [keys.claim(n) for n in range(committed + 1, claimed + 1)]
-            removed += int(scripts.run(self.client, "ickdel", keys.fixed_keys() + claims,
-                                       ["DEL"], what=self.label))
-        removed += int(scripts.run(self.client, "ickdel",
-                                   [shard_count_key(self.name, "dehydrator")], ["DEL"],
+            removed += int(scripts.run(self.client, "delete_keys", keys.fixed_keys() + claims,
+                                       what=self.label))
+        removed += int(scripts.run(self.client, "delete_keys",
+                                   [shard_count_key(self.name, "dehydrator")],
                                    what=self.label))
         self._checked = False
         return removed
@@ -360,19 +365,18 @@ class ClaimLog:
                                                    self.label)
         return self._head, self._committed
 
-    def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int
-                ) -> tuple[int, int]:
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
         """Claim up to ``limit`` due elements (None: all) into new claims, at most
         ``scripts.ITEMS_PER_CALL`` per call and claim.
 
         Claims past ``after`` that exist already count against ``limit``. Returns (last
-        claim number, elements moved); fenced by ``owner`` and ``token``.
+        claim number, elements moved); LeaseError when ``fence`` lost the lease.
         """
         k = self.keys
 
         def call(head: int) -> Sequence[Any]:
             now = "" if self.clock is None else str(int(self.clock()))
-            args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms, now,
+            args = [-1 if limit is None else int(limit), int(after), *fence_args(fence), now,
                     head, scripts.ITEMS_PER_CALL]
             return scripts.run(self.client, "dh_claim",
                                [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
@@ -393,7 +397,7 @@ class ClaimLog:
                 out.append((text(flat[i]), int(float(flat[i + 1])), element))
         return out
 
-    def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
+    def commit(self, through: int, fence: Fence) -> int:
         """Delete every claim ``<= through`` (idempotent); returns the last committed."""
         k = self.keys
 
@@ -401,7 +405,7 @@ class ClaimLog:
             last = min(through, committed + KEYS_PER_CALL)
             claims = [k.claim(n) for n in range(committed + 1, last + 1)]
             return scripts.run(self.client, "dh_commit", [k.clog, k.lease, *claims],
-                               [int(through), owner, token, ttl_ms, committed],
+                               [int(through), *fence_args(fence), committed],
                                what=self.label)
 
         start = self._committed if self._committed is not None else self.counters()[1]

@@ -228,7 +228,7 @@ class Ick:
 
     def _remove(self) -> int:
         keys = self.keys.fixed_keys() + self._reservation_keys()
-        return int(scripts.run(self.client, "ickdel", keys, ["UNLINK"], what=self.label))
+        return int(scripts.run(self.client, "delete_keys", keys, what=self.label))
 
     def _reservation_keys(self) -> list[str]:
         """Manifest keys of open reservations (numbers from the reservation log)."""
@@ -408,7 +408,7 @@ class ShardedIck:
 
     def _remove(self) -> int:
         removed = sum(ick._remove() for ick in self._icks)
-        removed += int(scripts.run(self.client, "ickdel", [shard_count_key(self.name)],
-                                   ["UNLINK"], what=self.label))
+        removed += int(scripts.run(self.client, "delete_keys", [shard_count_key(self.name)],
+                                   what=self.label))
         self._checked = False
         return removed

@@ -76,7 +76,7 @@ class Collector:
         for name, shards in sorted(discover(self.client, DEHYDRATOR_SUFFIX).items()):
             dehydrator = Dehydrator(self.client, name, shards)
             for i in range(shards):
-                log = dehydrator.shard(i)
+                log = dehydrator.claim_log(i)
                 count = scripts.command(self.client, partial(self.client.zcard, log.keys.due))
                 parked.add_metric([name, str(i)], int(count))
                 due.add_metric([name, str(i)], log.backlog())

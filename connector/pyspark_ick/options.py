@@ -20,7 +20,7 @@ from typing import Any
 
 from .connection import DEFAULT_URL, ConnectionSpec, parse_cluster
 from .errors import IckConfigError
-from .keys import check_name
+from .keys import MAX_SHARDS, check_name
 from .retry import DEFAULT_RETRY_TIMEOUT
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
@@ -67,6 +67,7 @@ OPTIONS = (
     _option("maxMembersPerTrigger", (ICK_STREAM,), "500000", "members per micro-batch"),
     _option("minMembersPerPartition", (ICK_STREAM,), "100000", "members per read task"),
     _option("maxElementsPerTrigger", (DH_STREAM,), "100000", "elements per micro-batch"),
+    _option("minElementsPerPartition", (DH_STREAM,), "100000", "elements per read task"),
     _option("consumerId", (ICK_STREAM, DH_STREAM), "", "owner id of the shard leases"),
     _option("leaseTimeout", (ICK_STREAM, DH_STREAM), "60s", "lease time of a dead query"),
     _option("delay", (DH_WRITE,), "", "due time from now"),
@@ -188,6 +189,10 @@ class Options:
             raise self._fail(name, 'a duration such as "500ms", "30s", "2m" or "1h"', value)
         amount, unit = float(match.group(1)), (match.group(2) or "ms").lower()
         return round(amount * _UNITS_MS[unit])
+
+    def shards(self) -> int:
+        """Option ``shards``: 1 to MAX_SHARDS."""
+        return self.integer("shards", minimum=1, maximum=MAX_SHARDS)
 
     def lease_ms(self) -> int:
         """Option ``leaseTimeout`` of the stream sources (default 60s, at least 100ms)."""

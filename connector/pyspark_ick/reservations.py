@@ -13,93 +13,26 @@ that has them while a slot migrates. The client names the next manifest from the
 number it saw; a script that finds the log elsewhere (a replayed call whose reply was
 lost) does nothing and says where the log is, and the client calls again.
 
-``Lease`` works on any lease hash (Ick or dehydrator shards): owner, fencing token and an
-expiry from Redis time. Reserve and commit check owner and token inside their Lua, so a
-consumer whose lease was taken cannot change anything.
+Reserve and commit take the ``Fence`` of the shard's lease (lease.py) and check it inside
+their Lua, so a consumer whose lease was taken cannot change anything.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from . import scripts
-from .errors import IckError, IckScriptError, LeaseError
+from .errors import IckError
 from .ick import text
 from .keys import IckKeys, check_name
+from .lease import Fence, Lease
 
-log = logging.getLogger("pyspark_ick.reservations")
+logger = logging.getLogger("pyspark_ick.reservations")
 
 KEYS_PER_CALL = 16  # manifests one read or commit call names at most
-
-
-class LeaseBusy(LeaseError):
-    """Another owner holds a live lease: ``idle_ms`` since its renewal at ``renewed_at``
-    (Redis time, ms); it counts as gone once idle for ``gone_after_ms``."""
-
-    def __init__(self, message: str, owner: str, expires_in_ms: int, idle_ms: int,
-                 renewed_at: int = 0, gone_after_ms: int = 0) -> None:
-        super().__init__(message)
-        self.owner = owner
-        self.expires_in_ms = expires_in_ms
-        self.idle_ms = idle_ms
-        self.renewed_at = renewed_at
-        self.gone_after_ms = gone_after_ms
-
-
-@dataclass
-class Lease:
-    """The lease hash ``key`` of one shard; ``label`` names the shard in errors."""
-
-    client: Any
-    key: str
-    label: str
-
-    def _call(self, mode: str, owner: str, token: int = 0, ttl_ms: int = 0,
-              beat_ms: int = 1000) -> list[Any]:
-        return scripts.run(self.client, "rlog_lease", [self.key],
-                           [mode, owner, token, ttl_ms, beat_ms], what=self.label)
-
-    def _busy(self, reply: Sequence[Any], what: str) -> LeaseBusy:
-        owner, expires, idle = text(reply[1]), int(reply[2]), int(reply[3])
-        if not owner:
-            return LeaseBusy(f"{self.label}: {what}: the lease was released", "", 0, 0)
-        return LeaseBusy(f"{self.label}: {what}: consumer {owner!r} holds the lease "
-                         f"(expires in {expires} ms unless renewed)", owner, expires, idle,
-                         int(reply[4]), int(reply[5]))
-
-    def acquire(self, owner: str, ttl_ms: int, beat_ms: int = 1000) -> int:
-        """Take the lease for ``owner``, who renews it every ``beat_ms``; returns a new
-        fencing token. Raises LeaseBusy while another owner renews it (a holder idle for
-        3 renewal periods and a second is gone, and its lease is taken over)."""
-        reply = self._call("acquire", owner, 0, ttl_ms, beat_ms)
-        if int(reply[0]) != 1:
-            raise self._busy(reply, "cannot consume")
-        return int(reply[1])
-
-    def renew(self, owner: str, token: int, ttl_ms: int) -> None:
-        """Extend the lease; raises LeaseBusy when it was taken (this consumer is fenced)."""
-        reply = self._call("renew", owner, token, ttl_ms)
-        if int(reply[0]) != 1:
-            raise self._busy(reply, f"consumer {owner!r} lost its lease")
-
-    def release(self, owner: str, token: int) -> bool:
-        """Give the lease up if ``owner`` still holds it with ``token``."""
-        return int(self._call("release", owner, token)[0]) == 1
-
-
-def fenced(label: str, exc: IckScriptError) -> IckScriptError | LeaseError:
-    """A LeaseError for a fencing refusal raised inside a Lua script, else ``exc``."""
-    message = str(exc).removeprefix(f"{label}: ")
-    if not message.startswith("LEASE"):
-        return exc
-    owner = message[len("LEASE"):].strip()
-    holder = f"{owner!r} holds it now, with a newer token" if owner else "nobody holds it"
-    return LeaseError(f"{label}: this consumer lost its lease ({holder}): "
-                      "it may not reserve or commit any more")
 
 
 class ReservationLog:
@@ -119,18 +52,17 @@ class ReservationLog:
                                                    self.label)
         return self._head, self._committed
 
-    def reserve(self, limit: int | None, after: int, owner: str, token: int, ttl_ms: int
-                ) -> tuple[int, int]:
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
         """Move up to ``limit`` members (None: all) into new reservations, at most
         ``scripts.ITEMS_PER_CALL`` per call and reservation.
 
         Reservations past ``after`` that exist already count against ``limit``. Returns
-        (last reservation number, members moved); fenced by ``owner`` and ``token``.
+        (last reservation number, members moved); LeaseError when ``fence`` lost the lease.
         """
         k = self.keys
 
         def call(head: int) -> Sequence[Any]:
-            args = [-1 if limit is None else int(limit), int(after), owner, token, ttl_ms,
+            args = [-1 if limit is None else int(limit), int(after), *fence_args(fence),
                     head, scripts.ITEMS_PER_CALL]
             return scripts.run(self.client, "rlog_reserve",
                                [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)],
@@ -150,7 +82,7 @@ class ReservationLog:
         return read_log(self.client, self.keys.rlog, self.keys.reservation, "reserved",
                         start, end, self.label)
 
-    def commit(self, through: int, owner: str, token: int, ttl_ms: int) -> int:
+    def commit(self, through: int, fence: Fence) -> int:
         """Commit every reservation ``<= through``; returns the last committed number."""
         k = self.keys
 
@@ -159,7 +91,7 @@ class ReservationLog:
             manifests = [k.reservation(r) for r in range(committed + 1, last + 1)]
             return scripts.run(
                 self.client, "rlog_commit", [k.cset, k.rlog, k.lease, k.held, *manifests],
-                [int(through), owner, token, ttl_ms, committed, scripts.ITEMS_PER_CALL],
+                [int(through), *fence_args(fence), committed, scripts.ITEMS_PER_CALL],
                 what=self.label)
 
         start = self._committed if self._committed is not None else self.counters()[1]
@@ -171,6 +103,11 @@ class ReservationLog:
 
     def describe(self) -> dict[str, Any]:
         return describe(self.client, self.keys.master)
+
+
+def fence_args(fence: Fence) -> list[Any]:
+    """ARGV of a fenced script: owner, fencing token, lease time in ms (fence() in Lua)."""
+    return [fence.owner, fence.token, fence.ttl_ms]
 
 
 def log_counters(client: Any, log_key: str, head_field: str, label: str) -> tuple[int, int]:
@@ -186,13 +123,10 @@ def reserve_calls(call: Callable[[int], Sequence[Any]], head: int, limit: int | 
     into number ``head + 1`` and replies ``[head, moved, pending]``. Calls until the limit
     is reached or a call moves less than ITEMS_PER_CALL; a call that finds the log at
     another head (moved -1: a replayed call whose reply was lost) is made again from it.
-    Returns (last number, members moved); LeaseError when the consumer was fenced."""
+    Returns (last number, members moved)."""
     moved = stale = 0
     while True:
-        try:
-            reply = call(head)
-        except IckScriptError as exc:
-            raise fenced(label, exc) from exc
+        reply = call(head)
         head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
         if got < 0:
             stale = _again(stale, label)
@@ -209,10 +143,7 @@ def commit_calls(call: Callable[[int], Sequence[Any]], committed: int, through: 
     at another number). Calls until ``through`` is committed; returns the last committed."""
     stale = 0
     while True:
-        try:
-            reply = call(committed)
-        except IckScriptError as exc:
-            raise fenced(label, exc) from exc
+        reply = call(committed)
         now, done = int(reply[0]), int(reply[1])
         if done < 0:
             stale = _again(stale, label)
@@ -244,7 +175,7 @@ def read_log(client: Any, log_key: str, manifest: Callable[[int], str], head_fie
             if items:
                 out.append((number, items))
             else:
-                log.warning("%s: number %d was lost with writes Redis did not keep (a "
+                logger.warning("%s: number %d was lost with writes Redis did not keep (a "
                             "failover or a restore); its items are delivered again later",
                             label, number)
         n = int(reply[-2])

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import redis
 from redis.exceptions import RedisClusterException
 
-log = logging.getLogger("pyspark_ick.retry")
+logger = logging.getLogger("pyspark_ick.retry")
 
 T = TypeVar("T")
 
@@ -58,10 +58,7 @@ def timeout_of(client: Any) -> float:
 
 
 def _message(error: BaseException) -> str:
-    text = str(error)
-    if " of pipeline caused error: " in text:
-        text = text.split(" of pipeline caused error: ", 1)[1]
-    return text.lstrip("-")
+    return str(error).lstrip("-")
 
 
 def _permanent(error: BaseException) -> bool:
@@ -116,12 +113,12 @@ def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
             if not retry or left <= 0:
                 raise
             if attempt == 0:
-                log.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
+                logger.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
                             what, type(exc).__name__, _message(exc), left)
             pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** attempt))
             time.sleep(min(max(pause, 0.01), left))
             attempt += 1
             continue
         if attempt:
-            log.warning("%s: answered again after %d attempts", what, attempt + 1)
+            logger.warning("%s: answered again after %d attempts", what, attempt + 1)
         return result

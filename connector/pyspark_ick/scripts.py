@@ -22,7 +22,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from . import retry
-from .errors import IckConnectionError, IckError, IckScriptError, RedisFullError
+from .errors import IckConnectionError, IckError, IckScriptError, LeaseBusy, RedisFullError
 
 PRELUDE = "_prelude"
 
@@ -83,8 +83,6 @@ def translate(exc: Exception, what: str | None = None) -> IckError:
     from .connection import connection_error, permanent
 
     message = str(exc)
-    if " of pipeline caused error: " in message:
-        message = message.split(" of pipeline caused error: ", 1)[1]  # no arguments echoed
     if permanent(exc):  # a refused password or certificate: not retried
         return connection_error(exc)
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
@@ -92,8 +90,10 @@ def translate(exc: Exception, what: str | None = None) -> IckError:
         return IckConnectionError(
             f"{what or 'Redis'}: Redis did not answer within redis.retryTimeout "
             f"(restarting, failing over, migrating a slot?): {type(exc).__name__}: {message}")
-    if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua
+    if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua (its error scheme)
         message = message[message.index("ICK ") + 4:]
+        if message.startswith("LEASE "):
+            return lease_refusal(message.split(" script: ")[0][6:], what or "a shard")
     # Redis 7 appends the script location to errors raised inside scripts
     message = message.split(" script: ")[0].strip()
     if isinstance(exc, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in message:
@@ -104,6 +104,21 @@ def translate(exc: Exception, what: str | None = None) -> IckError:
             "eviction policy keeps every key): nothing was added. Let the consumers drain "
             f"the queues, or raise maxmemory. Redis said: {said}")
     return IckScriptError(message)  # script errors name their keys themselves
+
+
+def lease_refusal(detail: str, what: str) -> LeaseBusy:
+    """The error for ``ICK LEASE <detail>`` about ``what``: ``busy`` when acquiring a
+    lease another owner holds, ``lost`` when the caller was fenced (lua/_prelude.lua)."""
+    kind, expires, idle, renewed, gone, *owner_words = detail.strip().split(" ")
+    owner = " ".join(owner_words)
+    if kind == "busy":
+        message = (f"{what}: cannot consume: consumer {owner!r} holds the lease (renewed "
+                   f"{idle} ms ago, expires in {expires} ms unless renewed)")
+    else:
+        holder = f"{owner!r} holds it now, with a newer token" if owner else "nobody holds it"
+        message = (f"{what}: this consumer lost its lease ({holder}): it may not reserve "
+                   "or commit any more")
+    return LeaseBusy(message, owner, int(expires), int(idle), int(renewed), int(gone))
 
 
 def run(client: Any, name: str, keys: Sequence[str], args: Sequence[Any] = (), *,

@@ -17,8 +17,9 @@ import sys
 import time
 from pathlib import Path
 
+from faults import arm, fault, run_until_fault  # tests/crash/faults.py, next to this file
+
 from pyspark_ick import ShardedIck, connect
-from pyspark_ick.faults import fault, run_until_fault
 from pyspark_ick.keys import shard_names
 from pyspark_ick.reservations import describe
 from pyspark_ick.testing import spark_session
@@ -26,6 +27,7 @@ from pyspark_ick.testing import spark_session
 
 def main() -> int:
     cfg = json.loads(sys.argv[1])
+    arm(os.environ)  # before Spark starts: its processes inherit the environment
     os.environ["PYSPARK_ICK_FAULT_FILE"] = cfg["fault_file"]
     os.environ["PYSPARK_ICK_FAULT_COUNTER"] = cfg["counter"]
     fault_file, counter = Path(cfg["fault_file"]), Path(cfg["counter"])

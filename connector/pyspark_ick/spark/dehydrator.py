@@ -3,7 +3,7 @@
 Sink: columns ``element`` (string or binary), optional ``id`` (string or integer) and the
 due time from exactly one of option ``delay``, column ``delayMs`` or column ``releaseAt``
 (timestamp). Options and schema are validated and the shard count checked on the driver;
-each task then parks its rows with one pipelined round trip per Arrow batch. Without an
+the sink of sink.py then parks each task's rows in bounded dh_push calls. Without an
 ``id`` column the id is a hash of the element: a retried task or a replayed micro-batch
 writes the same ids, so ``onDuplicate=keep`` (the default) makes retries idempotent, and
 an element already parked is not parked twice (write-folding, as in an Ick); give an
@@ -11,12 +11,13 @@ an element already parked is not parked twice (write-folding, as in an Ick); giv
 and due time (a retry then moves the due time to the retry's); ``error`` fails the task
 on an id already parked (so a retried task fails too: use it to detect id clashes).
 
-Source: ``readStream.format("dehydrator")`` is the generic reservation stream of stream.py
+Source: ``readStream.format("dehydrator")`` is the generic reservation stream of source.py
 (DESIGN §4) over the claim log of each shard (dehydrator.ClaimLog): ``latestOffset`` moves
 the due elements of each shard into a numbered claim (they leave the live store), ``read``
 returns the claims of the batch, ``commit`` deletes them; a crash replays exactly the
 claimed elements. Options ``dehydrator`` (required), ``shards``, ``maxElementsPerTrigger``
-(default 100000, split over the shards), ``consumerId``, ``leaseTimeout`` (default 60s),
+(default 100000, split over the shards), ``minElementsPerPartition`` (default 100000:
+as the Ick's minMembersPerPartition), ``consumerId``, ``leaseTimeout`` (default 60s),
 ``elementType`` (``string`` | ``binary``). Schema: ``id string, element string|binary,
 due timestamp, shard int``.
 """
@@ -24,12 +25,10 @@ due timestamp, shard int``.
 from __future__ import annotations
 
 import hashlib
-import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -56,16 +55,15 @@ from pyspark.sql.types import (
 from .. import scripts
 from ..columns import buffers
 from ..connection import ConnectionSpec
-from ..dehydrator import ON_DUPLICATE, Dehydrator
+from ..dehydrator import ON_DUPLICATE, ClaimLog, Dehydrator, Entry
 from ..errors import IckConfigError, IckError
 from ..options import DH_STREAM, DH_WRITE, Options
-from .stream import LogAdapter, ReservationStreamReader
+from .sink import BatchWriter, StreamWriter
+from .source import ReservationStreamReader
 
 FORMAT = "dehydrator"
 MAX_CHUNK = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
 ROWS_PER_BATCH = 65536
-
-log = logging.getLogger("pyspark_ick")
 
 INTEGERS = (ByteType, ShortType, IntegerType, LongType)
 COLUMNS = {"id": (StringType, *INTEGERS), "element": (StringType, BinaryType),
@@ -105,11 +103,11 @@ class DefaultSource(DataSource):
         return source_schema(element_type(Options(self.options, FORMAT)) == "binary")
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
-        return DehydratorBatchWriter(prepare(self.options, schema, overwrite))
+        return BatchWriter(prepare(self.options, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool
                      ) -> DataSourceStreamArrowWriter:
-        return DehydratorStreamWriter(prepare(self.options, schema, overwrite))
+        return StreamWriter(prepare(self.options, schema, overwrite))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return stream_reader(self.options, schema)
@@ -120,6 +118,22 @@ def element_type(opts: Options) -> str:
 
 
 # --- the sink, on the driver: options, schema, shard count ----------------------------
+
+
+@dataclass
+class DehydratorCommitMessage(WriterCommitMessage):
+    """What one task did: rows seen, ids parked new, ids that were parked already."""
+
+    rows: int = 0
+    new: int = 0
+    existing: int = 0
+
+    def __add__(self, other: DehydratorCommitMessage) -> DehydratorCommitMessage:
+        return DehydratorCommitMessage(self.rows + other.rows, self.new + other.new,
+                                       self.existing + other.existing)
+
+    def __str__(self) -> str:
+        return f"{self.rows} rows: {self.new} new, {self.existing} already parked"
 
 
 @dataclass(frozen=True)
@@ -137,9 +151,34 @@ class DehydratorSink:
     release_column: str | None
     chunk: int
 
+    message: ClassVar[type[DehydratorCommitMessage]] = DehydratorCommitMessage
+
+    @property
+    def label(self) -> str:
+        return f"dehydrator {self.dehydrator!r} ({self.shards} shards)"
+
+    @property
+    def replay(self) -> str:
+        return {"keep": "onDuplicate=keep keeps what is parked: writing again is safe",
+                "replace": "onDuplicate=replace: writing again re-parks with new due times",
+                "error": "onDuplicate=error: writing again fails on the ids parked"
+                }[self.on_duplicate]
+
     def target(self) -> Dehydrator:
         """The logical dehydrator, through this process's client."""
         return Dehydrator(self.connection.client(), self.dehydrator, self.shards)
+
+    def convert(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array, np.ndarray, bool]:
+        """ids, elements, times and whether they are due times (see ``convert``)."""
+        return convert(batch, self)
+
+    def send(self, converted: tuple[pa.Array, pa.Array, np.ndarray, bool]
+             ) -> DehydratorCommitMessage:
+        ids, elements, times, at = converted
+        new, existing = self.target().park_arrays(ids, elements, times, at=at,
+                                                  on_duplicate=self.on_duplicate,
+                                                  chunk=self.chunk)
+        return DehydratorCommitMessage(len(ids), new, existing)
 
 
 def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
@@ -175,7 +214,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
     return DehydratorSink(
         connection=opts.connection(),
         dehydrator=opts.name("dehydrator"),
-        shards=opts.integer("shards", minimum=1, maximum=16384),
+        shards=opts.shards(),
         on_duplicate=opts.choice("onDuplicate", ON_DUPLICATE, "keep"),
         element=found["element"],
         id=found.get("id"),
@@ -198,7 +237,7 @@ def prepare(options: Mapping[str, Any], schema: StructType, overwrite: bool
     return sink
 
 
-# --- the sink, in the tasks: Arrow batches to pipelined dh_push -----------------------
+# --- the sink, in the tasks: Arrow batches to dh_push calls ----------------------------
 
 
 def content_id(element: str | bytes) -> str:
@@ -271,97 +310,7 @@ def convert(batch: pa.RecordBatch, sink: DehydratorSink
     return ids, elements, due.astype(np.float64), True
 
 
-@dataclass
-class DehydratorCommitMessage(WriterCommitMessage):
-    """What one task did: rows seen, ids parked new, ids that were parked already."""
-
-    rows: int = 0
-    new: int = 0
-    existing: int = 0
-
-    def __add__(self, other: DehydratorCommitMessage) -> DehydratorCommitMessage:
-        return DehydratorCommitMessage(self.rows + other.rows, self.new + other.new,
-                                       self.existing + other.existing)
-
-    def __str__(self) -> str:
-        return f"{self.rows} rows: {self.new} new, {self.existing} already parked"
-
-
-def write_batches(sink: DehydratorSink, batches: Iterable[pa.RecordBatch]
-                  ) -> DehydratorCommitMessage:
-    """Park every row of ``batches``: one pipelined round trip per Arrow batch.
-
-    A helper thread sends each batch, so the task converts and hashes the next batch
-    while Redis parks the last one (at most two batches in memory), as the Ick writer.
-    """
-    target = sink.target()
-    done = DehydratorCommitMessage()
-
-    def park(ids: pa.Array, elements: pa.Array, times: np.ndarray, at: bool
-             ) -> DehydratorCommitMessage:
-        new, existing = target.park_arrays(ids, elements, times, at=at,
-                                           on_duplicate=sink.on_duplicate, chunk=sink.chunk)
-        return DehydratorCommitMessage(len(ids), new, existing)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="dehydrator-writer") as sender:
-        last: Future[DehydratorCommitMessage] | None = None
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            sent = sender.submit(park, *convert(batch, sink))
-            if last is not None:
-                done += last.result()
-            last = sent
-        if last is not None:
-            done += last.result()
-    return done
-
-
-def _total(messages: Sequence[WriterCommitMessage | None]) -> DehydratorCommitMessage:
-    total = DehydratorCommitMessage()
-    for message in messages:
-        if isinstance(message, DehydratorCommitMessage):
-            total += message
-    return total
-
-
-class DehydratorBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("dehydrator")``."""
-
-    def __init__(self, sink: DehydratorSink) -> None:
-        self.sink = sink
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> DehydratorCommitMessage:
-        return write_batches(self.sink, iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.info("format('dehydrator') parked in %r: %s", self.sink.dehydrator,
-                 _total(messages))
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.warning("format('dehydrator') write to %r aborted; finished tasks parked %s",
-                    self.sink.dehydrator, _total(messages))
-
-
-class DehydratorStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("dehydrator")``: a replayed batch parks the same ids again."""
-
-    def __init__(self, sink: DehydratorSink) -> None:
-        self.sink = sink
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> DehydratorCommitMessage:
-        return write_batches(self.sink, iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.info("format('dehydrator') batch %d parked in %r: %s", batchId,
-                 self.sink.dehydrator, _total(messages))
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning("format('dehydrator') batch %d to %r aborted; finished tasks parked %s",
-                    batchId, self.sink.dehydrator, _total(messages))
-
-
-# --- the source: claims as micro-batches (stream.py's protocol) ----------------------
+# --- the source: claims as micro-batches (source.py's protocol) ----------------------
 
 
 @dataclass(frozen=True)
@@ -375,6 +324,7 @@ class SourceOptions:
     consumer_id: str | None
     lease_ms: int
     binary: bool
+    min_per_partition: int = 100_000
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
@@ -382,11 +332,12 @@ class SourceOptions:
         return cls(
             connection=o.connection(),
             dehydrator=o.name("dehydrator"),
-            shards=o.integer("shards", minimum=1, maximum=16384),
+            shards=o.shards(),
             max_per_trigger=o.integer("maxElementsPerTrigger", minimum=1),
             consumer_id=o.string("consumerId"),
             lease_ms=o.lease_ms(),
             binary=element_type(o) == "binary",
+            min_per_partition=o.integer("minElementsPerPartition", minimum=1),
         )
 
     def target(self) -> Dehydrator:
@@ -394,49 +345,31 @@ class SourceOptions:
                           decode=not self.binary)
 
 
-class DehydratorShardLog(LogAdapter):
-    """stream.py's ShardLog over the claim log of one dehydrator shard."""
-
-    def __init__(self, opts: SourceOptions, shard: int) -> None:
-        self.shard = shard
-        self.binary = opts.binary
-        self.log = Dehydrator(opts.connection.client(), opts.dehydrator, opts.shards,
-                              decode=False).shard(shard)  # bytes: Arrow checks UTF-8
-        self.label = self.log.label
-
-    def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
-        entries = self.log.read(start, end)
-        if not entries:
-            return
-        ids, dues, elements = zip(*entries, strict=True)
-        table = pa.Table.from_arrays([
-            pa.array(ids, pa.string()),
-            self._elements(ids, elements, start, end),
-            pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
-                pa.timestamp("us", "UTC")),
-            pa.array([self.shard] * len(ids), pa.int32()),
-        ], schema=arrow_schema(self.binary))
-        yield from table.to_batches(ROWS_PER_BATCH)
-
-    def _elements(self, ids: Sequence[str], elements: Sequence[bytes], start: int, end: int
-                  ) -> pa.Array:
-        """The element column; with elementType string, an element that is not UTF-8 is
-        an error naming its id (its claim stays: a restart with binary delivers it)."""
-        raw = pa.array(elements, pa.binary())
-        if self.binary:
-            return raw
-        try:
-            return raw.cast(pa.string())
-        except pa.ArrowInvalid:
-            bad = next(i for i, e in enumerate(elements) if not _utf8(e))
-            raise IckError(
-                f"{self.label}: the element of id {ids[bad]!r} (claims {start + 1}-{end}) is "
-                "not UTF-8 text, so it cannot be a string: restart the query with option "
-                "elementType=binary to read it (nothing is lost: the claim stays until a "
-                "batch delivers it)") from None
-
-    def backlog(self) -> int:
-        return self.log.backlog()
+def claims_arrow(entries: Sequence[Entry], shard: int, binary: bool, label: str
+                 ) -> Iterator[pa.RecordBatch]:
+    """Rows of source_schema(binary) from ClaimLog.read's (id, due ms, element bytes);
+    with elementType string, an element that is not UTF-8 is an error naming its id (its
+    claim stays: a restart with binary delivers it)."""
+    if not entries:
+        return
+    ids, dues, elements = zip(*entries, strict=True)
+    raw = pa.array(elements, pa.binary())
+    try:
+        column = raw if binary else raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        bad = next(i for i, e in enumerate(elements) if not _utf8(e))
+        raise IckError(
+            f"{label}: the element of id {ids[bad]!r} is not UTF-8 text, so it cannot be a "
+            "string: restart the query with option elementType=binary to read it (nothing "
+            "is lost: the claim stays until a batch delivers it)") from None
+    table = pa.Table.from_arrays([
+        pa.array(ids, pa.string()),
+        column,
+        pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
+            pa.timestamp("us", "UTC")),
+        pa.array([shard] * len(ids), pa.int32()),
+    ], schema=arrow_schema(binary))
+    yield from table.to_batches(ROWS_PER_BATCH)
 
 
 def _utf8(data: bytes) -> bool:
@@ -452,14 +385,24 @@ class DehydratorStreamReader(ReservationStreamReader):
 
     def __init__(self, opts: SourceOptions) -> None:
         super().__init__(shards=opts.shards, max_per_trigger=opts.max_per_trigger,
-                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id)
+                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id,
+                         min_per_partition=opts.min_per_partition)
         self.opts = opts
 
     def prepare(self) -> None:
         self.opts.target().check_shards()
 
-    def open_log(self, shard: int) -> DehydratorShardLog:
-        return DehydratorShardLog(self.opts, shard)
+    def open_log(self, shard: int) -> ClaimLog:
+        return Dehydrator(self.opts.connection.client(), self.opts.dehydrator,
+                          self.opts.shards, decode=False).claim_log(shard)  # Arrow checks UTF-8
+
+    def arrow(self, shard_log: ClaimLog, shard: int, start: int, end: int
+              ) -> Iterator[pa.RecordBatch]:
+        return claims_arrow(shard_log.read(start, end), shard, self.opts.binary,
+                            f"{shard_log.label} (claims {start + 1}-{end})")
+
+    def backlog(self, shard_log: ClaimLog) -> int:
+        return shard_log.backlog()
 
 
 def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorStreamReader:

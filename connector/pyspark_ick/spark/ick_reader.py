@@ -44,7 +44,7 @@ from ..ick import Ick, ShardedIck, text
 from ..keys import shard_names
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
-from .stream import LogAdapter, ReservationStreamReader
+from .source import ReservationStreamReader
 
 STREAM_SCHEMA = StructType([
     StructField("member", StringType(), False),
@@ -81,7 +81,7 @@ class ReaderOptions:
         return cls(
             connection=o.connection(),
             ick=o.name("ick"),
-            shards=o.integer("shards", minimum=1, maximum=16384),
+            shards=o.shards(),
             max_per_trigger=stream.integer("maxMembersPerTrigger", minimum=1),
             consumer_id=stream.string("consumerId"),
             lease_ms=stream.lease_ms(),
@@ -135,23 +135,6 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return pa.schema([(f.name, ARROW_TYPES[f.name], f.nullable) for f in schema.fields])
 
 
-class IckShardLog(LogAdapter):
-    """The ShardLog of stream.py for one Ick shard."""
-
-    def __init__(self, opts: ReaderOptions, shard: int) -> None:
-        self.shard = shard
-        self.label = opts.label(shard)
-        self.log = ReservationLog(opts.connection.client(),
-                                  shard_names(opts.ick, opts.shards)[shard], self.label)
-
-    def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]:
-        return arrow_batches(self.log.read(start, end), self.shard)
-
-    def backlog(self) -> int:
-        stats = Ick(self.log.client, self.log.keys.master).stats()
-        return int(stats["pset_size"]) if stats else 0
-
-
 class IckStreamReader(ReservationStreamReader):
     """``spark.readStream.format("ick")``."""
 
@@ -175,8 +158,18 @@ class IckStreamReader(ReservationStreamReader):
             report["oldestQueuedAgeMs"] = round(oldest * 1000)
         return report
 
-    def open_log(self, shard: int) -> IckShardLog:
-        return IckShardLog(self.opts, shard)
+    def open_log(self, shard: int) -> ReservationLog:
+        return ReservationLog(self.opts.connection.client(),
+                              shard_names(self.opts.ick, self.opts.shards)[shard],
+                              self.opts.label(shard))
+
+    def arrow(self, shard_log: ReservationLog, shard: int, start: int, end: int
+              ) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(shard_log.read(start, end), shard)
+
+    def backlog(self, shard_log: ReservationLog) -> int:
+        stats = Ick(shard_log.client, shard_log.keys.master).stats()
+        return int(stats["pset_size"]) if stats else 0
 
 
 @dataclass(frozen=True)

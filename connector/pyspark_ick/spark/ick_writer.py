@@ -1,31 +1,25 @@
 """The "ick" sink: ``df.write.format("ick")`` and ``df.writeStream.format("ick")``.
 
-On the driver, ``batch_writer``/``stream_writer`` validate every option and the schema,
-check the shard count recorded in Redis and (``mode("overwrite")``) empty the logical Ick,
-all before any task runs. Each task then converts its Arrow batches column-wise (member
-to string, score to seconds since the epoch as a double, invalid rows found by compute
-kernels), groups them by shard and adds them with one pipelined round trip per Arrow batch
-(ickadd calls of ``chunkSize`` members; ickadd_now, scored with Redis server time, when the
-DataFrame has no score column).
+On the driver, ``batch_writer``/``stream_writer`` validate every option and the schema
+into an ``IckSink`` plan, check the shard count recorded in Redis and
+(``mode("overwrite")``) empty the logical Ick, all before any task runs. The sink of
+sink.py runs the tasks: each Arrow batch is converted column-wise (member to string, score
+to seconds since the epoch as a double, invalid rows found by compute kernels), grouped by
+shard and added in bounded calls (ickadd of ``chunkSize`` members; ickadd_now, scored with
+Redis server time, when the DataFrame has no score column).
 """
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -51,13 +45,12 @@ from ..errors import IckConfigError, IckError
 from ..ick import ShardedIck, pack_buffers
 from ..keys import shard_of
 from ..options import ICK_WRITE, Options
+from .sink import BatchWriter, StreamWriter
 
 FORMAT = "ick"
 CHUNK_SIZE = 1000  # members per ickadd call: 1000-8000 measured alike (bench_writer.py), and
 # smaller calls block Redis for less time
 MAX_CHUNK_SIZE = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
-
-log = logging.getLogger("pyspark_ick")
 
 # Types whose Arrow string form equals Spark's CAST(... AS STRING)
 MEMBER_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType, BooleanType,
@@ -65,23 +58,6 @@ MEMBER_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType, BooleanT
 NUMERIC_SCORES = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType,
                   DecimalType)
 TIME_SCORES = (TimestampType, TimestampNTZType)
-
-
-@dataclass(frozen=True)
-class IckSink:
-    """A validated write plan: where to write and how to read the columns (picklable)."""
-
-    connection: ConnectionSpec
-    ick: str
-    shards: int
-    member: str
-    score: str | None  # None: Redis server time at the add
-    skip_invalid: bool
-    chunk: int
-
-    def sharded(self) -> ShardedIck:
-        """The logical Ick, through this process's client."""
-        return ShardedIck(self.connection.client(), self.ick, self.shards)
 
 
 @dataclass
@@ -100,6 +76,39 @@ class IckCommitMessage(WriterCommitMessage):
     def __str__(self) -> str:
         return (f"{self.rows} rows: {self.new} new, {self.changed} changed, "
                 f"{self.skipped} skipped")
+
+
+@dataclass(frozen=True)
+class IckSink:
+    """A validated write plan: where to write and how to read the columns (picklable)."""
+
+    connection: ConnectionSpec
+    ick: str
+    shards: int
+    member: str
+    score: str | None  # None: Redis server time at the add
+    skip_invalid: bool
+    chunk: int
+
+    replay: ClassVar[str] = "ickadd is idempotent: writing the same rows again is safe"
+    message: ClassVar[type[IckCommitMessage]] = IckCommitMessage
+
+    @property
+    def label(self) -> str:
+        return f"Ick {self.ick!r} ({self.shards} shards)"
+
+    def sharded(self) -> ShardedIck:
+        """The logical Ick, through this process's client."""
+        return ShardedIck(self.connection.client(), self.ick, self.shards)
+
+    def convert(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None, int, int]:
+        """Members, scores (None: server time), invalid rows skipped, and rows."""
+        return (*convert(batch, self), batch.num_rows)  # type: ignore[return-value]
+
+    def send(self, converted: tuple[pa.Array, pa.Array | None, int, int]) -> IckCommitMessage:
+        members, scores, skipped, rows = converted
+        return IckCommitMessage(rows, *add(self.sharded(), members, scores, self.chunk),
+                                skipped)
 
 
 # --- the driver: options, schema, Redis checks -----------------------------------------
@@ -123,7 +132,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     opts = Options(options, FORMAT, ICK_WRITE)
     connection = opts.connection()
     ick = opts.name("ick")
-    shards = opts.integer("shards", minimum=1, maximum=16384)
+    shards = opts.shards()
     skip = opts.choice("onInvalid", ("fail", "skip"), "fail") == "skip"
     chunk = opts.integer("chunkSize", minimum=1, maximum=MAX_CHUNK_SIZE)
     columns = ", ".join(schema.fieldNames()) or "none"
@@ -170,16 +179,18 @@ def prepare(sink: IckSink, overwrite: bool) -> None:
 
 
 def batch_writer(options: Mapping[str, Any], schema: StructType, overwrite: bool
-                 ) -> DataSourceArrowWriter:
+                 ) -> BatchWriter:
     """The writer of ``df.write.format("ick")``: validated, Redis checked, on the driver."""
     sink = plan(options, schema)
     prepare(sink, overwrite)
-    return IckBatchWriter(sink)
+    return BatchWriter(sink)
 
 
 def stream_writer(options: Mapping[str, Any], schema: StructType, overwrite: bool
-                  ) -> DataSourceStreamArrowWriter:
-    """The writer of ``df.writeStream.format("ick")`` (output modes append and update)."""
+                  ) -> StreamWriter:
+    """The writer of ``df.writeStream.format("ick")`` (output modes append and update).
+    A replayed micro-batch adds the same pairs again, which folds; rows scored with Redis
+    server time are re-added with a later time, which the lower-score rule folds away."""
     if overwrite:
         raise IckConfigError(
             "format('ick'): outputMode('complete') is not supported: it would empty the "
@@ -187,10 +198,10 @@ def stream_writer(options: Mapping[str, Any], schema: StructType, overwrite: boo
         )
     sink = plan(options, schema)
     prepare(sink, False)
-    return IckStreamWriter(sink)
+    return StreamWriter(sink)
 
 
-# --- the tasks: Arrow batches to pipelined ickadd --------------------------------------
+# --- the tasks: Arrow batches to ickadd calls -------------------------------------------
 
 
 def member_strings(column: pa.Array, name: str) -> pa.Array:
@@ -251,7 +262,7 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
             skipped)
 
 
-def split(members: pa.Array, scores: pa.Array | None, shards: int
+def by_shard(members: pa.Array, scores: pa.Array | None, shards: int
           ) -> dict[int, tuple[pa.Array, pa.Array | None]]:
     """``{shard: (members, scores)}``: the columns sorted by shard and sliced (no copies)."""
     if shards == 1:
@@ -279,8 +290,8 @@ def string_buffers(members: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: int
         ) -> tuple[int, int]:
-    """Add one batch's rows to their shards in one round trip; returns (new, changed)."""
-    parts = split(members, scores, sharded.shards)
+    """Add one batch's rows to their shards; returns (new, changed)."""
+    parts = by_shard(members, scores, sharded.shards)
     if scores is None:
         return sharded.add_groups({i: (m.to_pylist(), None) for i, (m, _) in parts.items()},
                                   chunk)
@@ -288,88 +299,3 @@ def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: 
         i: pack_buffers(*string_buffers(m), s.to_numpy(zero_copy_only=False), chunk)
         for i, (m, s) in parts.items() if s is not None
     })
-
-
-def write_batches(sink: IckSink, batches: Iterable[pa.RecordBatch]) -> IckCommitMessage:
-    """Add every row of ``batches``: one pipelined round trip per Arrow batch.
-
-    A helper thread sends each batch, so the task reads and checks the next batch while
-    Redis works on the last one (at most two batches in memory).
-    """
-    sharded = sink.sharded()
-    done = IckCommitMessage()
-    with ThreadPoolExecutor(1, thread_name_prefix="ick-writer") as sender:
-        last: tuple[Future[tuple[int, int]], int, int] | None = None
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            members, scores, skipped = convert(batch, sink)
-            sent = (sender.submit(add, sharded, members, scores, sink.chunk), batch.num_rows,
-                    skipped)
-            if last is not None:
-                done += IckCommitMessage(last[1], *last[0].result(), last[2])
-            last = sent
-        if last is not None:
-            done += IckCommitMessage(last[1], *last[0].result(), last[2])
-    return done
-
-
-def totals(messages: Sequence[WriterCommitMessage | None]) -> tuple[IckCommitMessage, int]:
-    """The sum of the tasks' messages and how many tasks sent none (failed)."""
-    total = IckCommitMessage()
-    missing = 0
-    for message in messages:
-        if isinstance(message, IckCommitMessage):
-            total += message
-        else:
-            missing += 1
-    return total, missing
-
-
-class IckBatchWriter(DataSourceArrowWriter):
-    """``df.write.format("ick")``: ickadd is idempotent, so a retried task is harmless."""
-
-    def __init__(self, sink: IckSink) -> None:
-        self.sink = sink
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> IckCommitMessage:
-        return write_batches(self.sink, iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        total, _ = totals(messages)
-        log.info("format('ick') wrote to Ick %r (%d shards) in %d tasks: %s",
-                 self.sink.ick, self.sink.shards, len(messages), total)
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        total, failed = totals(messages)
-        log.warning("format('ick') write to Ick %r aborted, %d of %d tasks failed; the "
-                    "others wrote %s (ickadd is idempotent: running the write again is safe)",
-                    self.sink.ick, failed, len(messages), total)
-
-
-class IckStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("ick")``, output modes append and update.
-
-    Replays are harmless: a micro-batch re-run after a failure or a restart from the
-    checkpoint adds the same (member, score) pairs again, and ickadd is idempotent (a
-    member already queued keeps the lower score), so a replay changes nothing. Rows
-    scored with Redis server time (no score column) are re-added with a later time,
-    which the lower-score rule folds away.
-    """
-
-    def __init__(self, sink: IckSink) -> None:
-        self.sink = sink
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> IckCommitMessage:
-        return write_batches(self.sink, iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        total, _ = totals(messages)
-        log.info("format('ick') batch %d wrote to Ick %r (%d shards) in %d tasks: %s",
-                 batchId, self.sink.ick, self.sink.shards, len(messages), total)
-
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        total, failed = totals(messages)
-        log.warning("format('ick') batch %d to Ick %r aborted, %d of %d tasks failed; the "
-                    "others wrote %s (a replay of the batch is harmless)",
-                    batchId, self.sink.ick, failed, len(messages), total)

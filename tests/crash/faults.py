@@ -1,4 +1,9 @@
-"""Test-only fault hook: crash at a named point of the streaming protocol.
+"""Fault injection of the crash tests: crash at a named point of the streaming protocol.
+
+The product calls ``pyspark_ick.spark.source.protocol_point(point)`` at each point of its
+protocol, a no-op unless the environment variable PYSPARK_ICK_HOOK names a function:
+``arm(env)`` points it at ``fault`` here, for every Python process Spark starts (the
+JVM passes the environment, PYTHONPATH included, to its Python workers).
 
 ``fault(point)`` does nothing unless a fault is armed for ``point``: the environment
 variable ``PYSPARK_ICK_FAULT`` names it (with ``PYSPARK_ICK_FAULT_AFTER``, default 1, and
@@ -26,11 +31,20 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
 _hits: Counter[str] = Counter()
+HERE = Path(__file__).resolve().parent
+
+
+def arm(env: MutableMapping[str, str]) -> MutableMapping[str, str]:
+    """``env`` with the product's hook pointing at ``fault`` (module ``faults`` on the
+    PYTHONPATH of Spark's Python processes)."""
+    path = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", "")) if p)
+    env.update(PYTHONPATH=path, PYSPARK_ICK_HOOK="faults:fault")
+    return env
 
 
 class FaultInjected(RuntimeError):

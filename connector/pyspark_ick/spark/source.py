@@ -1,25 +1,12 @@
 """The generic reservation-log stream reader (DESIGN §4), shared by the Ick and dehydrator
 sources: micro-batches are numbered reservations (claims) per shard.
 
-A source subclasses ``ReservationStreamReader`` and implements ``open_log(shard)``,
-returning an object with this interface (``ShardLog``) for one shard:
-
-- ``label``: names the source and the shard in errors (``"Ick 'q' shard 2 (key 'q:2')"``).
-- ``acquire_lease(owner, ttl_ms, beat_ms) -> token``: take the shard's lease with a NEW
-  fencing token (also for the same owner), for an owner that renews it every ``beat_ms``;
-  raise ``reservations.LeaseBusy`` when another owner holds a live lease.
-  ``renew_lease(fence)`` raises ``LeaseError`` when it was taken; ``release_lease(fence)``
-  gives it up.
-- ``reserve_into(limit, after, fence) -> (number, moved)``: move up to ``limit`` (None: no
-  limit) waiting items into a NEW numbered reservation, counting reservations past
-  ``after`` that exist already (made, never logged by Spark) against the limit; return
-  the last reservation number (``after`` when there is nothing) and how many moved.
-- ``read(start, end)``: pyarrow RecordBatches of reservations ``start < r <= end``, in the
-  source's schema; the executors call it, so the log must be cheap to build there.
-- ``commit_through(number, fence)``: commit every reservation ``<= number``; idempotent.
-- ``last_committed() -> int``; ``backlog() -> int``: items waiting (Trigger.AvailableNow).
-
-Reserve and commit must check the fence (owner, token) atomically on the server.
+A source subclasses ``ReservationStreamReader``: ``open_log(shard)`` returns the client
+log of one shard (``reservations.ReservationLog``, ``dehydrator.ClaimLog``: the ``ShardLog``
+protocol below: a label, the shard's ``lease``, fenced ``reserve`` and ``commit``,
+``last_committed``), ``arrow(shard_log, shard, start, end)`` turns reservations
+``start < r <= end`` into RecordBatches of the source's schema (on the executors), and
+``backlog(shard_log)`` counts the items waiting (Trigger.AvailableNow).
 
 The protocol: offsets are ``{"<shard>": last reservation number}``; ``initialOffset`` is
 the last committed number of each shard, so a new query first re-delivers what an earlier
@@ -43,18 +30,22 @@ lease whose holder stopped renewing it for 3 heartbeats and a second is a crashe
 taken over with a new fencing token, so the crashed one's zombies can change nothing
 (I5); a restart from the checkpoint resumes within seconds. Redis outages up to
 redis.retryTimeout are ridden out by every call (retry.py); the heartbeat keeps trying.
-Fault points (``faults.fault``): after_reserve, before_read, during_read, before_commit.
+Protocol points, each a call of the documented no-op hook ``protocol_point``:
+after_reserve, before_read, during_read, before_commit (the crash tests kill there).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+import os
 import threading
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -66,69 +57,44 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ..errors import LeaseError
-from ..faults import fault
-from ..reservations import LeaseBusy
+from ..errors import LeaseBusy, LeaseError
+from ..lease import Fence, Lease
 
-log = logging.getLogger("pyspark_ick.stream")
+logger = logging.getLogger("pyspark_ick.stream")
 
 Offset = dict[str, int]
 
 
-def trace(call: str, *args: Any) -> None:
-    """Debug logging of Spark's calls of the reader (logger pyspark_ick.stream)."""
-    if log.isEnabledFor(logging.DEBUG):
-        log.debug("%s %s", call, " ".join(map(str, args)))
+HOOK = "PYSPARK_ICK_HOOK"
 
 
-@dataclass(frozen=True)
-class Fence:
-    """Who may change a shard's log: the lease owner and its fencing token."""
+@cache
+def _hook() -> Callable[[str], None] | None:
+    spec = os.environ.get(HOOK)
+    if not spec:
+        return None
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
-    owner: str
-    token: int
-    ttl_ms: int
+
+def protocol_point(point: str) -> None:
+    """A no-op at each point of the protocol, unless the environment variable
+    PYSPARK_ICK_HOOK names a function (``module:function``) to call with the point's
+    name: the crash tests kill the process there (tests/crash/faults.py)."""
+    hook = _hook()
+    if hook is not None:
+        hook(point)
 
 
 class ShardLog(Protocol):
-    """One shard's reservation log (see the module docstring)."""
+    """One shard's reservation or claim log (see the module docstring)."""
 
     label: str
+    lease: Lease
 
-    def acquire_lease(self, owner: str, ttl_ms: int, beat_ms: int) -> int: ...
-    def renew_lease(self, fence: Fence) -> None: ...
-    def release_lease(self, fence: Fence) -> None: ...
-    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]: ...
-    def read(self, start: int, end: int) -> Iterator[pa.RecordBatch]: ...
-    def commit_through(self, number: int, fence: Fence) -> None: ...
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]: ...
+    def commit(self, through: int, fence: Fence) -> int: ...
     def last_committed(self) -> int: ...
-    def backlog(self) -> int: ...
-
-
-class LogAdapter:
-    """A ShardLog over a client-side log (``reservations.ReservationLog`` or the
-    dehydrator's ``ClaimLog``: ``lease``, ``reserve``, ``commit``, ``last_committed``);
-    a source adds ``read`` and ``backlog``."""
-
-    log: Any
-
-    def acquire_lease(self, owner: str, ttl_ms: int, beat_ms: int) -> int:
-        return self.log.lease.acquire(owner, ttl_ms, beat_ms)
-
-    def renew_lease(self, fence: Fence) -> None:
-        self.log.lease.renew(fence.owner, fence.token, fence.ttl_ms)
-
-    def release_lease(self, fence: Fence) -> None:
-        self.log.lease.release(fence.owner, fence.token)
-
-    def reserve_into(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
-        return self.log.reserve(limit, after, fence.owner, fence.token, fence.ttl_ms)
-
-    def commit_through(self, number: int, fence: Fence) -> None:
-        self.log.commit(number, fence.owner, fence.token, fence.ttl_ms)
-
-    def last_committed(self) -> int:
-        return int(self.log.last_committed())
 
 
 @dataclass(frozen=True)
@@ -160,7 +126,7 @@ def group(sizes: dict[int, int], min_per_partition: int) -> list[list[int]]:
     return [sorted(g) for g in groups if g]
 
 
-def split(total: int, shards: int, first: int = 0) -> list[int]:
+def shares(total: int, shards: int, first: int = 0) -> list[int]:
     """``total`` split over ``shards`` as evenly as possible; the remainder goes to the
     shards from ``first`` on (rotated per batch so no shard is always short)."""
     base, extra = divmod(total, shards)
@@ -184,6 +150,15 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     @abstractmethod
     def open_log(self, shard: int) -> ShardLog:
         """The log of ``shard`` (called on the driver and on executors)."""
+
+    @abstractmethod
+    def arrow(self, shard_log: Any, shard: int, start: int, end: int
+              ) -> Iterator[pa.RecordBatch]:
+        """RecordBatches of reservations ``start < r <= end`` of ``shard_log`` (executors)."""
+
+    @abstractmethod
+    def backlog(self, shard_log: Any) -> int:
+        """Items waiting in the shard (not reserved yet)."""
 
     def prepare(self) -> None:
         """Checks run once on the driver before the first call (e.g. the shard count)."""
@@ -228,7 +203,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                     fences.append(self._acquire(shard_log, owner))
             except BaseException:
                 for shard_log, fence in zip(logs, fences, strict=False):
-                    shard_log.release_lease(fence)
+                    shard_log.lease.release(fence)
                 raise
             self._logs, self._fences = logs, fences
             self._committed = [-1] * self.shards
@@ -241,12 +216,11 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The shard's lease with a new fencing token. A holder that renews its lease while
         we look is a live query: refused within about one of its renewal periods. One that
         does not is gone (a crashed query restarting from its checkpoint): taken over once
-        it has been idle for 3 of its renewal periods and a second (lua/rlog_lease.lua)."""
+        it has been idle for 3 of its renewal periods and a second (lua/lease.lua)."""
         seen: int | None = None
         while True:
             try:
-                token = shard_log.acquire_lease(owner, self.lease_ms, self.heartbeat_ms)
-                return Fence(owner, token, self.lease_ms)
+                return shard_log.lease.acquire(owner, self.lease_ms, self.heartbeat_ms)
             except LeaseBusy as busy:
                 if seen is not None and busy.renewed_at != seen:
                     raise LeaseError(
@@ -254,7 +228,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                         f"{busy.owner!r} holds its lease and renewed it {busy.idle_ms} ms ago. "
                         "Stop that query first (one consumer per shard)") from None
                 if seen is None:
-                    log.warning("%s: consumer %r holds the lease, last renewed %d ms ago: "
+                    logger.warning("%s: consumer %r holds the lease, last renewed %d ms ago: "
                                 "taking it over unless it renews it within %d ms",
                                 shard_log.label, busy.owner, busy.idle_ms,
                                 busy.gone_after_ms - busy.idle_ms)
@@ -267,19 +241,19 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         while not self._stopping.wait(self.heartbeat_ms / 1000):
             for shard_log, fence in zip(self._logs or [], self._fences, strict=False):
                 try:
-                    shard_log.renew_lease(fence)
+                    shard_log.lease.renew(fence)
                 except LeaseError as exc:
                     self._lost = exc
-                    log.error("%s", exc)
+                    logger.error("%s", exc)
                     return
                 except Exception as exc:  # noqa: BLE001 - Redis away for a moment: retry
-                    log.warning("%s: lease renewal failed: %s", shard_log.label, exc)
+                    logger.warning("%s: lease renewal failed: %s", shard_log.label, exc)
 
     # --- Spark's calls -----------------------------------------------------------------
 
     def initialOffset(self) -> Offset:
         offset = {str(i): log_.last_committed() for i, log_ in enumerate(self._driver())}
-        trace("initialOffset", offset)
+        logger.debug("initialOffset %s", offset)
         return offset
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -287,8 +261,8 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Deliver at most what waits now (re-added members count once), then stop."""
-        self._budget = [shard_log.backlog() for shard_log in self._driver()]
-        trace("prepareForTriggerAvailableNow", self._budget)
+        self._budget = [self.backlog(shard_log) for shard_log in self._driver()]
+        logger.debug("prepareForTriggerAvailableNow %s", self._budget)
 
     def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
         logs = self._driver()
@@ -298,30 +272,30 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         # commit(N), which Spark delays until the next non-empty batch (DESIGN §4).
         self._commit(after)
         if isinstance(limit, ReadMaxRows):
-            shares: list[int | None] = list(split(limit.max_rows, self.shards, self._rotation))
+            share: list[int | None] = list(shares(limit.max_rows, self.shards, self._rotation))
             self._rotation = (self._rotation + 1) % self.shards
         elif isinstance(limit, ReadAllAvailable):
-            shares = [None] * self.shards
+            share = [None] * self.shards
         else:
             raise ValueError(f"read limit {limit!r} is not supported (use maxMembersPerTrigger)")
         numbers, moved = list(after), [0] * self.shards
         for i, shard_log in enumerate(logs):
-            numbers[i], moved[i] = shard_log.reserve_into(self._cap(i, shares[i]), after[i],
-                                                          self._fences[i])
+            numbers[i], moved[i] = shard_log.reserve(self._cap(i, share[i]), after[i],
+                                                     self._fences[i])
         if isinstance(limit, ReadMaxRows):  # hand what some shards left unused to the others
             spare = limit.max_rows - sum(moved)
-            full = [i for i in range(self.shards) if moved[i] == shares[i] and moved[i] > 0]
-            for i, extra in zip(full, split(spare, len(full)) if full else [], strict=False):
+            full = [i for i in range(self.shards) if moved[i] == share[i] and moved[i] > 0]
+            for i, extra in zip(full, shares(spare, len(full)) if full else [], strict=False):
                 if extra > 0:
-                    numbers[i], more = logs[i].reserve_into(
+                    numbers[i], more = logs[i].reserve(
                         self._cap(i, moved[i] + extra), after[i], self._fences[i])
                     moved[i] += more
         if self._budget is not None:
             self._budget = [b - m for b, m in zip(self._budget, moved, strict=True)]
-        fault("after_reserve")
+        protocol_point("after_reserve")
         self._latest = {str(i): numbers[i] for i in range(self.shards)}
         self._moved = moved
-        trace("latestOffset", start, repr(limit), self._latest)
+        logger.debug("latestOffset %s %r %s", start, limit, self._latest)
         return self._latest
 
     def _cap(self, shard: int, share: int | None) -> int | None:
@@ -339,16 +313,16 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         try:
             return {"reservations": self._latest, **self.backlog_report(self._driver())}
         except Exception as exc:  # noqa: BLE001 - a report must not fail the query
-            log.warning("backlog report failed: %s", exc)
+            logger.warning("backlog report failed: %s", exc)
             return {"reservations": self._latest}
 
     def backlog_report(self, logs: list[ShardLog]) -> dict[str, Any]:
         """What waits to be delivered (integers only: Spark's progress takes no floats)."""
-        return {"backlog": sum(shard_log.backlog() for shard_log in logs)}
+        return {"backlog": sum(self.backlog(shard_log) for shard_log in logs)}
 
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
-        trace("partitions", start, end)
-        fault("before_read")
+        logger.debug("partitions %s %s", start, end)
+        protocol_point("before_read")
         ranges: dict[int, ShardRange] = {}
         for i in range(self.shards):
             first, last = int(start.get(str(i), 0)), int(end.get(str(i), 0))
@@ -364,18 +338,19 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ranges = partition.ranges if isinstance(partition, ShardRanges) else (partition,)
         for part in ranges:
             assert isinstance(part, ShardRange)
-            trace("read", part.shard, part.start, part.end)
+            logger.debug("read %s %s %s", part.shard, part.start, part.end)
             rows = 0
-            for batch in self.open_log(part.shard).read(part.start, part.end):
+            shard_log = self.open_log(part.shard)
+            for batch in self.arrow(shard_log, part.shard, part.start, part.end):
                 rows += batch.num_rows
                 yield batch
-                fault("during_read")
-            trace("read_done", part.shard, rows)
+                protocol_point("during_read")
+            logger.debug("read_done %s %s", part.shard, rows)
 
     def commit(self, end: Offset) -> None:
-        trace("commit", end)
+        logger.debug("commit %s", end)
         self._driver()
-        fault("before_commit")
+        protocol_point("before_commit")
         self._commit([int(end[str(i)]) if str(i) in end else -1 for i in range(self.shards)])
 
     def _commit(self, through: list[int]) -> None:
@@ -384,17 +359,17 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         logs = self._driver()
         for i, shard_log in enumerate(logs):
             if through[i] > self._committed[i]:
-                shard_log.commit_through(through[i], self._fences[i])
+                shard_log.commit(through[i], self._fences[i])
                 self._committed[i] = through[i]
 
     def stop(self) -> None:
-        trace("stop")
+        logger.debug("stop")
         self._stopping.set()
         if self._heartbeat is not None:
             self._heartbeat.join(timeout=5)
         for shard_log, fence in zip(self._logs or [], self._fences, strict=False):
             try:
-                shard_log.release_lease(fence)
+                shard_log.lease.release(fence)
             except Exception as exc:  # noqa: BLE001 - it expires by itself anyway
-                log.warning("%s: could not release the lease: %s", shard_log.label, exc)
+                logger.warning("%s: could not release the lease: %s", shard_log.label, exc)
         self._reset()
