@@ -36,7 +36,7 @@ for first = 1, #ids, ICK_CHUNK do
   end
 end
 call_chunked('RPUSH', KEYS[5], entries, 1, #entries)
-zrem_all(KEYS[1], ids, 1, #ids)
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, #ids - 1)  -- they are the lowest ranks
 call_chunked('HDEL', KEYS[2], ids, 1, #ids)
 head = head + 1
 redis.call('HSET', clog, 'claimed', head, 'size:' .. head, #ids)

@@ -25,6 +25,14 @@ while pos <= #packed do
   pos = pos + a + b
 end
 if n == 0 then return {0, 0} end
+if n == 1 and mode ~= 'replace' then  -- Dehydrator.push: two commands
+  if redis.call('HSETNX', KEYS[2], hargs[1], hargs[2]) == 0 then
+    if mode == 'error' then ick_fail('dehydrator id ' .. hargs[1] .. ' already exists') end
+    return {0, 1}
+  end
+  redis.call('ZADD', KEYS[1], zargs[1], zargs[2])
+  return {1, 0}
+end
 -- parked[k]: whether id k was parked before this call (HMGET in chunks)
 local function parked()
   local out = {}

@@ -1,0 +1,121 @@
+"""Per-call cost of the client and per-element Redis CPU of the dehydrator's scripts, each
+against a raw baseline of the same run (issue 14's targets).
+
+calls:  the median wall time of one client call (Ick.add of one member; Dehydrator push,
+        gidpush, look, ttn, update, pull), the calls alternated with a raw EVALSHA round trip
+        of a one-key script; target <= 1.3x the raw round trip.
+server: Redis time per call (INFO commandstats) of dh_push with one element, against a raw
+        ZADD + HSET pair (target <= 10 us); per element in bulk, dh_push against pipelined
+        ZADD + HSET (target <= 1.2x) and poll (dh_take; target <= 1.0 us).
+
+    python bench/bench_calls.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from common import Report
+
+from pyspark_ick import Dehydrator, Ick, connect
+from pyspark_ick.testing import redis_server
+
+HOUR = 3_600_000
+
+
+def median_us(calls: dict[str, Callable[[int], Any]], n: int) -> dict[str, float]:
+    """Median wall time (us) of each call, the calls interleaved round robin."""
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(n):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call(i)
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(s) * 1e6 for name, s in samples.items()}
+
+
+def server_us(client: Any, commands: tuple[str, ...], run: Callable[[], Any]) -> float:
+    """Redis time (us) spent in ``commands`` while ``run()`` runs (INFO commandstats)."""
+    client.config_resetstat()
+    run()
+    stats = client.info("commandstats")
+    return float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands))
+
+
+def bench_calls(report: Report, client: Any, n: int) -> None:
+    raw_sha = client.script_load("return redis.call('EXISTS', KEYS[1])")
+    ick, d = Ick(client, "calls"), Dehydrator(client, "calls")
+    ick.add({"warm": 1.0})
+    d.push("warm", "x", HOUR)
+    d.push("kept", "element", HOUR)
+    times = median_us({
+        "raw": lambda i: client.evalsha(raw_sha, 1, "k"),
+        "Ick.add, one member": lambda i: ick.add({f"m{i}": float(i)}),
+        "Dehydrator.push": lambda i: d.push(f"p{i}", "element", HOUR),
+        "Dehydrator.gidpush": lambda i: d.gidpush("element", HOUR),
+        "Dehydrator.look": lambda i: d.look(f"p{i}"),
+        "Dehydrator.ttn": lambda i: d.ttn(),
+        "Dehydrator.update": lambda i: d.update("kept", f"element {i}"),
+        "Dehydrator.pull": lambda i: d.pull(f"p{i}"),
+    }, n)
+    report.add("raw EVALSHA round trip", times.pop("raw"), "us")
+    for name, us in times.items():
+        report.compare(name, us, "us", "raw EVALSHA round trip", maximum=1.3)
+
+
+def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
+    d = Dehydrator(client, "server")
+    raw = server_us(client, ("zadd", "hset"), lambda: [
+        (client.zadd("rawz", {f"r{i}": 1.0}), client.hset("rawh", f"r{i}", "element"))
+        for i in range(n)])
+    push = server_us(client, ("evalsha",),
+                     lambda: [d.push(f"s{i}", "element", HOUR) for i in range(n)])
+    report.add("raw ZADD + HSET, one element", raw / n, "us Redis")
+    row = report.compare("dh_push, one element", push / n, "us Redis",
+                         "raw ZADD + HSET, one element")
+    row.target, row.ok = "<= 10 us", push / n <= 10
+
+    ids = [f"id:{i}" for i in range(bulk)]
+    elements = [f"doc:{i}" for i in range(bulk)]
+
+    def raw_bulk() -> None:
+        pipe = client.pipeline(transaction=False)
+        for first in range(0, bulk, 500):
+            part = range(first, min(bulk, first + 500))
+            pipe.zadd("bulkz", {ids[i]: 1.0 for i in part})
+            pipe.hset("bulkh", mapping={ids[i]: elements[i] for i in part})
+        pipe.execute()
+
+    raw = server_us(client, ("zadd", "hset"), raw_bulk)
+    bulk_d = Dehydrator(client, "bulk")
+    park = server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk))
+    report.add("raw pipelined ZADD + HSET, per element", raw / bulk, "us Redis")
+    report.compare("dh_push in bulk, per element", park / bulk, "us Redis",
+                   "raw pipelined ZADD + HSET, per element", maximum=1.2)
+    time.sleep(0.01)  # every element is due
+    poll = server_us(client, ("evalsha",), bulk_d.poll)
+    row = report.add("poll (dh_take), per element", poll / bulk, "us Redis")
+    row.target, row.ok = "<= 1.0 us", poll / bulk <= 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    n, bulk = (500, 20_000) if args.quick else (5_000, 200_000)
+    report = Report("bench_calls", params={"calls": n, "bulk": bulk})
+    with redis_server() as server:
+        client = connect(server.url)
+        bench_calls(report, client, n)
+        client.flushall()
+        bench_server(report, client, n, bulk)
+    report.show()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
