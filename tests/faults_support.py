@@ -51,9 +51,11 @@ def add_recorded(client: Any, ick: str, shards: int, member: str, score: float) 
     return Add(member, score, shard, int(reserved or 0), time.monotonic())
 
 
-def replicated(client: redis.RedisCluster, key: str, timeout_ms: int = 1000) -> bool:
+def replicated(client: redis.RedisCluster, key: str, timeout_ms: int = 5000) -> bool:
     """True once a replica of the primary of ``key`` has every write the primary made so
-    far (its replication offset). Not WAIT: WAIT covers the writes of its own connection
+    far (its replication offset), False after ``timeout_ms`` (5 s: a loaded machine lags
+    the replica by more than a second at times; an add unconfirmed that long before the
+    kill fails the test). Not WAIT: WAIT covers the writes of its own connection
     only, and a pooled connection other than the add's answers at once."""
     deadline = time.monotonic() + timeout_ms / 1000
     try:
