@@ -106,6 +106,14 @@ def parse_cluster(value: Any) -> str:
     raise IckConfigError(f"redis.cluster must be auto, true or false, got {value!r}")
 
 
+def check_url(url: str, what: str = "redis.url") -> str:
+    """``url`` if its scheme is one of SCHEMES, else IckConfigError (password hidden)."""
+    if urlsplit(url).scheme not in SCHEMES:
+        raise IckConfigError(
+            f"{what} must start with redis://, rediss:// or unix://, got {redact(url)!r}")
+    return url
+
+
 def tls_mismatch(error: BaseException, scheme: str) -> str | None:
     """A hint when the first contact failed the way a TLS mismatch does, else None: a TLS
     handshake with a plain server times out or fails; a plain client is reset by a server
@@ -154,10 +162,7 @@ def connect(
     client (pyspark_ick.retry); a refused password or certificate fails at once.
     Extra keyword arguments go to redis-py (``ssl_ca_certs=...``, ``decode_responses``).
     """
-    if urlsplit(url).scheme not in SCHEMES:
-        raise IckConfigError(
-            f"redis.url must start with redis://, rediss:// or unix://, got {redact(url)!r}"
-        )
+    check_url(url)
     mode = parse_cluster(cluster)
     nodes = seeds(url)
     if len(nodes) > 1 and mode == "no":

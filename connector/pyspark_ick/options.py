@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .connection import DEFAULT_URL, ConnectionSpec, parse_cluster
+from .connection import DEFAULT_URL, ConnectionSpec, check_url, parse_cluster
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
 from .retry import DEFAULT_RETRY_TIMEOUT
@@ -206,9 +206,7 @@ class Options:
         """The ``redis.*`` options as a picklable ConnectionSpec."""
         url = self.string("redis.url", DEFAULT_URL)
         assert url is not None
-        if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise self._fail("redis.url", "a URL starting with redis://, rediss:// or unix://",
-                             "<url hidden>")
+        check_url(url, f"format({self.fmt!r}) option 'redis.url'")
         try:
             cluster = parse_cluster(self.raw.get("redis.cluster", "auto"))
         except IckConfigError:
