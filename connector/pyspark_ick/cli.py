@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 import redis
 
 from . import scripts
-from .connection import DEFAULT_URL, connect, redact
+from .connection import DEFAULT_URL, Client, connect, redact
 from .errors import IckConfigError, IckError, ShardCountError
 from .ick import ShardedIck, pairs, text
 from .keys import MAX_SHARDS, check_name, check_shards, shard_count_key
@@ -47,7 +47,7 @@ class NotFound(Exception):
 
 # --- reading state (every key comes from ShardedIck/Ick/keys) -----------------------------
 
-def recorded_shards(client: Any, name: str, given: int | None, kind: str = "ick") -> int:
+def recorded_shards(client: Client, name: str, given: int | None, kind: str = "ick") -> int:
     """``given``, else the shard count recorded in Redis, else 1; raises on a mismatch."""
     raw = client.get(shard_count_key(name, kind))
     recorded = int(raw) if raw is not None else None
@@ -57,7 +57,7 @@ def recorded_shards(client: Any, name: str, given: int | None, kind: str = "ick"
     return check_shards(given or recorded or 1)
 
 
-def server_time(client: Any) -> float:
+def server_time(client: Client) -> float:
     """Redis server time in seconds (any node of a cluster)."""
     reply = client.time()
     if isinstance(reply, dict):  # a cluster client may answer per node
@@ -65,7 +65,7 @@ def server_time(client: Any) -> float:
     return int(reply[0]) + int(reply[1]) / 1e6
 
 
-def stats(client: Any, name: str, shards: int) -> dict[str, Any]:
+def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
     """Per-shard sizes, oldest score and its age, reservations and lease; plus totals."""
     sharded = ShardedIck(client, name, shards)
     now = server_time(client)
@@ -102,7 +102,7 @@ def age(now: float, score: float | None) -> float | None:
     return round(now - score, 3)
 
 
-def peek(client: Any, name: str, shards: int, n: int) -> dict[str, list[tuple[str, float, int]]]:
+def peek(client: Client, name: str, shards: int, n: int) -> dict[str, list[tuple[str, float, int]]]:
     """The ``n`` lowest members of the psets and of the csets, changing nothing."""
     sharded = ShardedIck(client, name, shards)
     queued: list[tuple[str, float, int]] = []
@@ -234,7 +234,7 @@ def emit(item: Any, as_json: bool, out: Any) -> None:
 
 # --- commands -----------------------------------------------------------------------------
 
-def cmd_stats(client: Any, args: argparse.Namespace) -> int:
+def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
 
     def show() -> Any:
@@ -251,7 +251,7 @@ def cmd_stats(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_add(client: Any, args: argparse.Namespace) -> int:
+def cmd_add(client: Client, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
     score = server_time(client) if args.score is None else args.score
     members = list(dict.fromkeys(args.members))
@@ -262,7 +262,7 @@ def cmd_add(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_peek(client: Any, args: argparse.Namespace) -> int:
+def cmd_peek(client: Client, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
     found = peek(client, args.name, shards, args.n)
     if args.json:
@@ -274,7 +274,7 @@ def cmd_peek(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_metrics(client: Any, args: argparse.Namespace) -> int:
+def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
     try:
         from .metrics import serve
         server = serve(client, args.port, args.bind)
@@ -289,7 +289,7 @@ def cmd_metrics(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_del(client: Any, args: argparse.Namespace) -> int:
+def cmd_del(client: Client, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
     report = stats(client, args.name, shards)
     if not any(row["exists"] for row in report["rows"]):
@@ -306,7 +306,7 @@ def cmd_del(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def dehydrator(client: Any, args: argparse.Namespace) -> Any:
+def dehydrator(client: Client, args: argparse.Namespace) -> Any:
     try:
         from .dehydrator import Dehydrator
     except ModuleNotFoundError as exc:
@@ -318,7 +318,7 @@ def dehydrator(client: Any, args: argparse.Namespace) -> Any:
     return Dehydrator(client, args.name, shards=shards)
 
 
-def cmd_look(client: Any, args: argparse.Namespace) -> int:
+def cmd_look(client: Client, args: argparse.Namespace) -> int:
     element = dehydrator(client, args).look(args.id)
     if element is None:
         raise NotFound(f"dehydrator {args.name!r} holds no id {args.id!r}")
@@ -326,18 +326,18 @@ def cmd_look(client: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_ttn(client: Any, args: argparse.Namespace) -> int:
+def cmd_ttn(client: Client, args: argparse.Namespace) -> int:
     print(int(dehydrator(client, args).ttn()))
     return 0
 
 
-def cmd_push(client: Any, args: argparse.Namespace) -> int:
+def cmd_push(client: Client, args: argparse.Namespace) -> int:
     dehydrator(client, args).push(args.id, args.element, args.ttl)
     print(f"dehydrator {args.name!r}: pushed {args.id!r}, due in {args.ttl} ms")
     return 0
 
 
-def cmd_pull(client: Any, args: argparse.Namespace) -> int:
+def cmd_pull(client: Client, args: argparse.Namespace) -> int:
     element = dehydrator(client, args).pull(args.id)
     if element is None:
         raise NotFound(f"dehydrator {args.name!r} holds no id {args.id!r}")

@@ -6,7 +6,7 @@ import re
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
 import redis
@@ -18,6 +18,10 @@ from redis.retry import Retry
 from . import retry
 from .errors import IckConfigError, IckConnectionError
 from .retry import DEFAULT_RETRY_TIMEOUT
+
+Client: TypeAlias = Any
+"""A redis-py client: ``redis.Redis`` or ``redis.RedisCluster`` (not a pipeline). Typed as
+Any: redis-py types its replies as unions with Awaitable, which every caller would cast."""
 
 DEFAULT_URL = "redis://localhost:6379/0"
 SCHEMES = ("redis", "rediss", "unix")

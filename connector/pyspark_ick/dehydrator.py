@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import scripts
+from .connection import Client
 from .errors import IckConfigError, ShardCountError
 from .ick import check_client, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
@@ -91,7 +92,7 @@ class Dehydrator:
     returns "now" in ms for the scripts instead of Redis server time.
     """
 
-    def __init__(self, client: Any, name: str, shards: int = 1, *, decode: bool = True,
+    def __init__(self, client: Client, name: str, shards: int = 1, *, decode: bool = True,
                  clock: Clock | None = None) -> None:
         self.client = check_client(client)
         self.name = check_name(name, "dehydrator name")
@@ -345,7 +346,7 @@ class ClaimLog:
     and commit check the lease owner and fencing token inside their Lua.
     """
 
-    def __init__(self, client: Any, keys: DehydratorKeys, *, decode: bool = True,
+    def __init__(self, client: Client, keys: DehydratorKeys, *, decode: bool = True,
                  clock: Clock | None = None, label: str | None = None) -> None:
         self.client = client
         self.keys = keys

@@ -12,6 +12,7 @@ import redis
 import redis.cluster
 
 from . import scripts
+from .connection import Client
 from .errors import IckConfigError, ShardCountError
 from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 
@@ -132,7 +133,7 @@ def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
     return new, changed
 
 
-def check_client(client: Any) -> Any:
+def check_client(client: Client) -> Client:
     """``client`` if it is a client, not a pipeline (whose calls return no replies)."""
     if isinstance(client, (redis.client.Pipeline, redis.cluster.ClusterPipeline)):
         raise IckConfigError(
@@ -146,7 +147,7 @@ def check_client(client: Any) -> Any:
 class Ick:
     """One Ick: a producer set and a consumer set with the gem's semantics."""
 
-    def __init__(self, client: Any, key: str) -> None:
+    def __init__(self, client: Client, key: str) -> None:
         self.client = check_client(client)
         self.keys = IckKeys(check_name(key))
 
@@ -264,7 +265,7 @@ def parse_stats(reply: Any) -> dict[str, Any] | None:
 class ShardedIck:
     """A logical Ick ``name`` of ``shards`` Icks; members routed by ``shard_of``."""
 
-    def __init__(self, client: Any, name: str, shards: int = 1) -> None:
+    def __init__(self, client: Client, name: str, shards: int = 1) -> None:
         self.client = check_client(client)
         self.name = check_name(name)
         self.shards = check_shards(shards)

@@ -10,9 +10,9 @@ lease was taken can change nothing. A refusal is an ``errors.LeaseBusy`` (the sc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from . import scripts
+from .connection import Client
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Fence:
 class Lease:
     """The lease hash ``key`` of one shard; ``label`` names the shard in errors."""
 
-    client: Any
+    client: Client
     key: str
     label: str
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import scripts
 from .cli import stats
+from .connection import Client
 from .dehydrator import Dehydrator
 from .ick import text
 from .keys import shard_count_key
@@ -23,7 +24,7 @@ ICK_SUFFIX = shard_count_key("", "ick")
 DEHYDRATOR_SUFFIX = shard_count_key("", "dehydrator")
 
 
-def discover(client: Any, suffix: str) -> dict[str, int]:
+def discover(client: Client, suffix: str) -> dict[str, int]:
     """name -> recorded shard count of every logical Ick (or dehydrator) in Redis."""
     found = {}
     for key in client.scan_iter(match=f"*{suffix}", count=scripts.ITEMS_PER_CALL):
@@ -37,7 +38,7 @@ def discover(client: Any, suffix: str) -> dict[str, int]:
 class Collector:
     """A prometheus_client collector reading Redis at each scrape."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Client) -> None:
         self.client = client
 
     def collect(self) -> Iterator[Any]:
@@ -85,7 +86,7 @@ class Collector:
         yield from (parked, due, following)
 
 
-def serve(client: Any, port: int, address: str = "127.0.0.1") -> Any:
+def serve(client: Client, port: int, address: str = "127.0.0.1") -> Any:
     """Serve ``/metrics`` on ``address:port`` from a background thread; returns the server
     (``shutdown()`` stops it)."""
     from prometheus_client import CollectorRegistry, start_http_server

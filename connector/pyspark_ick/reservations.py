@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any
 
 from . import scripts
+from .connection import Client
 from .errors import IckError
 from .ick import text
 from .keys import IckKeys, check_name
@@ -38,7 +39,7 @@ KEYS_PER_CALL = 16  # manifests one read or commit call names at most
 class ReservationLog:
     """Reserve, read and commit numbered reservations of the Ick shard ``master``."""
 
-    def __init__(self, client: Any, master: str, label: str | None = None) -> None:
+    def __init__(self, client: Client, master: str, label: str | None = None) -> None:
         self.client = client
         self.keys = IckKeys(check_name(master))
         self.label = label or f"Ick {master!r}"
@@ -110,7 +111,7 @@ def fence_args(fence: Fence) -> list[Any]:
     return [fence.owner, fence.token, fence.ttl_ms]
 
 
-def log_counters(client: Any, log_key: str, head_field: str, label: str) -> tuple[int, int]:
+def log_counters(client: Client, log_key: str, head_field: str, label: str) -> tuple[int, int]:
     """(last number made, last committed) of the reservation or claim log ``log_key``."""
     head, committed = scripts.command(
         client, partial(client.hmget, log_key, head_field, "committed"), what=label)
@@ -160,7 +161,7 @@ def _again(stale: int, label: str) -> int:
     return stale + 1
 
 
-def read_log(client: Any, log_key: str, manifest: Callable[[int], str], head_field: str,
+def read_log(client: Client, log_key: str, manifest: Callable[[int], str], head_field: str,
              start: int, end: int, label: str) -> list[tuple[int, list[Any]]]:
     """``[(n, items), ...]`` of the manifests ``start < n <= end`` of a reservation or
     claim log (lua/log_read.lua), in bounded calls."""
@@ -182,7 +183,7 @@ def read_log(client: Any, log_key: str, manifest: Callable[[int], str], head_fie
     return out
 
 
-def describe(client: Any, master_key: str) -> dict[str, Any]:
+def describe(client: Client, master_key: str) -> dict[str, Any]:
     """The reservation log and lease of Ick shard ``master_key`` (for operators).
 
     Keys: last_reserved, last_committed, open_reservations, open_members, lease_owner
@@ -202,7 +203,7 @@ def describe(client: Any, master_key: str) -> dict[str, Any]:
     }
 
 
-def snapshot(client: Any, master_key: str
+def snapshot(client: Client, master_key: str
              ) -> tuple[list[Any], list[Any], dict[str, int]]:
     """Non-destructive view of Ick shard ``master_key``: (pset flat, cset flat,
     member -> highest open reservation holding it), read in bounded calls.
@@ -228,7 +229,7 @@ def snapshot(client: Any, master_key: str
     return pset, cset, holder
 
 
-def scan_sorted_set(client: Any, key: str, what: str) -> list[Any]:
+def scan_sorted_set(client: Client, key: str, what: str) -> list[Any]:
     """``[member, score, ...]`` of sorted set ``key`` by score, read with ZSCAN pages of
     about ``scripts.ITEMS_PER_CALL`` (each member once)."""
     found: dict[Any, float] = {}

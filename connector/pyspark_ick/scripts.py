@@ -23,6 +23,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from . import retry
+from .connection import Client
 from .errors import IckConnectionError, IckError, IckScriptError, LeaseBusy, RedisFullError
 
 PRELUDE = "_prelude"
@@ -82,7 +83,7 @@ def sha(name: str) -> str:
 _loaded: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
-def ensure_loaded(client: Any, *names: str, force: bool = False) -> None:
+def ensure_loaded(client: Client, *names: str, force: bool = False) -> None:
     """Load scripts ``names`` through ``client`` (every primary of a cluster) once."""
     try:
         _load(client, names, force)
@@ -90,7 +91,7 @@ def ensure_loaded(client: Any, *names: str, force: bool = False) -> None:
         raise translate(exc) from exc
 
 
-def _load(client: Any, names: Sequence[str], force: bool = False) -> None:
+def _load(client: Client, names: Sequence[str], force: bool = False) -> None:
     done = _loaded.setdefault(client, set())
     for name in names:
         if force or name not in done:
@@ -141,7 +142,7 @@ def lease_refusal(detail: str, what: str) -> LeaseBusy:
     return LeaseBusy(message, owner, int(expires), int(idle), int(renewed), int(gone))
 
 
-def run(client: Any, name: str, keys: Sequence[str], args: Sequence[Any] = (), *,
+def run(client: Client, name: str, keys: Sequence[str], args: Sequence[Any] = (), *,
         what: str | None = None, replay_safe: bool = True) -> Any:
     """Run script ``name`` on ``client`` (not a pipeline) and return its reply.
 
@@ -174,7 +175,7 @@ def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -
     pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
 
 
-def run_many(client: Any, calls: Sequence[Call], *, what: str | None = None,
+def run_many(client: Client, calls: Sequence[Call], *, what: str | None = None,
              replay_safe: bool = True) -> list[Any]:
     """Replies of ``calls``, each sent as ``run`` sends it, one after the other.
 
@@ -198,7 +199,7 @@ def run_many(client: Any, calls: Sequence[Call], *, what: str | None = None,
     return replies
 
 
-def command(client: Any, fn: Callable[[], Any], *, what: str | None = None) -> Any:
+def command(client: Client, fn: Callable[[], Any], *, what: str | None = None) -> Any:
     """``fn()``: plain redis-py commands on ``client``, retried and translated like scripts
     (only for commands that are safe to repeat)."""
     try:
