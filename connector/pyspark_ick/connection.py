@@ -110,11 +110,11 @@ def parse_cluster(value: Any) -> str:
     raise IckConfigError(f"redis.cluster must be auto, true or false, got {value!r}")
 
 
-def check_url(url: str, what: str = "redis.url") -> str:
+def check_url(url: str) -> str:
     """``url`` if its scheme is one of SCHEMES, else IckConfigError (password hidden)."""
     if urlsplit(url).scheme not in SCHEMES:
         raise IckConfigError(
-            f"{what} must start with redis://, rediss:// or unix://, got {redact(url)!r}")
+            f"redis.url must start with redis://, rediss:// or unix://, got {redact(url)!r}")
     return url
 
 

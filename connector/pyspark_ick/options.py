@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .connection import DEFAULT_URL, ConnectionSpec, check_url, parse_cluster
+from .connection import DEFAULT_URL, ConnectionSpec, check_url, parse_cluster, redact
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
 from .retry import DEFAULT_RETRY_TIMEOUT
@@ -206,7 +206,11 @@ class Options:
         """The ``redis.*`` options as a picklable ConnectionSpec."""
         url = self.string("redis.url", DEFAULT_URL)
         assert url is not None
-        check_url(url, f"format({self.fmt!r}) option 'redis.url'")
+        try:
+            check_url(url)
+        except IckConfigError:
+            raise self._fail("redis.url", "a URL starting with redis://, rediss:// or unix://",
+                             redact(url)) from None
         try:
             cluster = parse_cluster(self.raw.get("redis.cluster", "auto"))
         except IckConfigError:
