@@ -8,16 +8,18 @@
 -- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
 --   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
 --   ARGV[6] now in ms, or "" for Redis server time (due times only; a test clock),
---   ARGV[7] head: the last claim number the caller knows, ARGV[8] elements per call
+--   ARGV[7] head: the last claim number the caller knows, ARGV[8] elements per call,
+--   ARGV[9] pending at that head as the caller's last call replied (-1: count it here)
 -- Claims past `after` made earlier but never logged by Spark count against the limit.
 -- returns {claimed, moved, pending}: the last claim number after the call, elements moved,
---   elements in the claims past `after`; moved is -1 (nothing done) when the log's head
---   is not ARGV[7]: call again with the head returned
+--   elements in the claims past `after`; moved and pending are -1 (nothing done) when the
+--   log's head is not ARGV[7]: call again with the head returned
 fence(KEYS[4], ARGV[3], ARGV[4], ARGV[5])
 local clog = KEYS[3]
 local head = log_head(clog, 'claimed', tonumber(ARGV[2]))
-local pending = open_size(clog, tonumber(ARGV[2]), head)
-if head ~= tonumber(ARGV[7]) then return {head, -1, pending} end
+if head ~= tonumber(ARGV[7]) then return {head, -1, -1} end
+local pending = tonumber(ARGV[9])
+if pending < 0 then pending = open_size(clog, tonumber(ARGV[2]), head) end
 local n = tonumber(ARGV[8])
 if tonumber(ARGV[1]) >= 0 then n = math.min(n, tonumber(ARGV[1]) - pending) end
 if n <= 0 then return {head, 0, pending} end

@@ -7,19 +7,23 @@
 --   KEYS[7] the manifest of reservation ARGV[6] + 1 (a list: member, score, ...)
 -- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
 --   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
---   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call
+--   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call,
+--   ARGV[8] pending at that head as the caller's last call replied (-1: count it here:
+--   one HGET per open reservation, so a batch of many calls counts once)
 -- Reservations past `after` made earlier but never logged by Spark count against the limit.
 -- With no reservation open, every member of the cset was reserved by someone else (a gem
 -- consumer, Ick.reserve) that handed the shard over: it is adopted, folded back into the
 -- pset (lower score wins) and so reserved like any queued member.
 -- returns {reserved, moved, pending}: the last reservation number after the call, members
---   moved, members in the reservations past `after`; moved is -1 (nothing done) when the
---   log's head is not ARGV[6]: call again with the head returned (a replayed call gets that)
+--   moved, members in the reservations past `after`; moved and pending are -1 (nothing
+--   done) when the log's head is not ARGV[6]: call again with the head returned (a
+--   replayed call gets that)
 fence(KEYS[5], ARGV[3], ARGV[4], ARGV[5])
 local rlog, cset = KEYS[4], KEYS[3]
 local head = log_head(rlog, 'reserved', tonumber(ARGV[2]))
-local pending = open_size(rlog, tonumber(ARGV[2]), head)
-if head ~= tonumber(ARGV[6]) then return {head, -1, pending} end
+if head ~= tonumber(ARGV[6]) then return {head, -1, -1} end
+local pending = tonumber(ARGV[8])
+if pending < 0 then pending = open_size(rlog, tonumber(ARGV[2]), head) end
 if not ick_open(KEYS[1], KEYS[2], cset, false) then return {head, 0, pending} end
 local n = tonumber(ARGV[7])
 if tonumber(ARGV[1]) >= 0 then n = math.min(n, tonumber(ARGV[1]) - pending) end

@@ -375,10 +375,10 @@ class ClaimLog:
         """
         k = self.keys
 
-        def call(head: int) -> Sequence[Any]:
+        def call(head: int, pending: int) -> Sequence[Any]:
             now = "" if self.clock is None else str(int(self.clock()))
             args = [-1 if limit is None else int(limit), int(after), *fence_args(fence), now,
-                    head, scripts.ITEMS_PER_CALL]
+                    head, scripts.ITEMS_PER_CALL, pending]
             return scripts.run(self.client, "dh_claim",
                                [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
                                what=self.label)

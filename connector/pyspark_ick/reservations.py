@@ -62,9 +62,9 @@ class ReservationLog:
         """
         k = self.keys
 
-        def call(head: int) -> Sequence[Any]:
+        def call(head: int, pending: int) -> Sequence[Any]:
             args = [-1 if limit is None else int(limit), int(after), *fence_args(fence),
-                    head, scripts.ITEMS_PER_CALL]
+                    head, scripts.ITEMS_PER_CALL, pending]
             return scripts.run(self.client, "rlog_reserve",
                                [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)],
                                args, what=self.label)
@@ -118,16 +118,19 @@ def log_counters(client: Client, log_key: str, head_field: str, label: str) -> t
     return int(head or 0), int(committed or 0)
 
 
-def reserve_calls(call: Callable[[int], Sequence[Any]], head: int, limit: int | None,
+def reserve_calls(call: Callable[[int, int], Sequence[Any]], head: int, limit: int | None,
                   label: str) -> tuple[int, int]:
-    """The client side of a bounded reserve (or claim): ``call(head)`` runs one script call
-    into number ``head + 1`` and replies ``[head, moved, pending]``. Calls until the limit
-    is reached or a call moves less than ITEMS_PER_CALL; a call that finds the log at
-    another head (moved -1: a replayed call whose reply was lost) is made again from it.
+    """The client side of a bounded reserve (or claim): ``call(head, pending)`` runs one
+    script call into number ``head + 1`` and replies ``[head, moved, pending]``, pending
+    being what is reserved past the batch's start (the caller passes the last reply's, so
+    only the first call counts the open reservations; -1: count). Calls until the limit is
+    reached or a call moves less than ITEMS_PER_CALL; a call that finds the log at another
+    head (moved -1: a replayed call whose reply was lost) is made again from it.
     Returns (last number, members moved)."""
     moved = stale = 0
+    pending = -1
     while True:
-        reply = call(head)
+        reply = call(head, pending)
         head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
         if got < 0:
             stale = _again(stale, label)
