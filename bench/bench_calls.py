@@ -1,8 +1,8 @@
 """Per-call cost of the client and per-element Redis CPU of the dehydrator's scripts, each
 against a raw baseline of the same run (issue 14's targets).
 
-calls:  the median wall time of one client call (Ick.add of one member; Dehydrator push,
-        gidpush, look, ttn, update, pull), the calls alternated with a raw EVALSHA round trip
+calls:  the median wall time of one client call (Ick add, reserve and commit of one member;
+        Dehydrator push, gidpush, look, ttn, update, pull), alternated with a raw EVALSHA round trip
         of a one-key script; target <= 1.3x the raw round trip.
 server: Redis time per call (INFO commandstats) of dh_push with one element, against a raw
         ZADD + HSET pair (target <= 10 us); per element in bulk, dh_push against pipelined
@@ -52,6 +52,7 @@ def bench_calls(report: Report, client: Any, n: int) -> None:
     ick.add({"warm": 1.0})
     d.push("warm", "x", HOUR)
     d.push("kept", "element", HOUR)
+    held: list[str] = []
     times = median_us({
         "raw": lambda i: client.evalsha(raw_sha, 1, "k"),
         "Ick.add, one member": lambda i: ick.add({f"m{i}": float(i)}),
@@ -61,6 +62,8 @@ def bench_calls(report: Report, client: Any, n: int) -> None:
         "Dehydrator.ttn": lambda i: d.ttn(),
         "Dehydrator.update": lambda i: d.update("kept", f"element {i}"),
         "Dehydrator.pull": lambda i: d.pull(f"p{i}"),
+        "Ick.reserve(1)": lambda i: held.append(ick.reserve(1)[0][0]),
+        "Ick.commit, one member": lambda i: ick.commit(held.pop()),
     }, n)
     report.add("raw EVALSHA round trip", times.pop("raw"), "us")
     for name, us in times.items():
