@@ -174,7 +174,7 @@ class Dehydrator:
     def park(self, ids: Sequence[Any], elements: Sequence[str | bytes], times: Sequence[int],
              *, at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
              ) -> tuple[int, int]:
-        """Park many elements in one round trip; returns (new, existing).
+        """Park many elements in bounded dh_push calls; returns (new, existing).
 
         ``times`` are delays in ms, or due times in epoch ms with ``at=True``.
         ``on_duplicate`` decides for ids already parked: keep, replace or error.
@@ -216,7 +216,7 @@ class Dehydrator:
 
     def _push(self, packed: dict[int, list[bytes]], at: bool, on_duplicate: str
               ) -> tuple[int, int]:
-        """dh_push the packed arguments of each shard in one round trip (new, existing)."""
+        """dh_push the packed arguments of each shard, a call each; (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
         calls: list[scripts.Call] = [("dh_push", self._keys[shard].store, [*head, arg])

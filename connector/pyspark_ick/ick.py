@@ -16,7 +16,7 @@ from .connection import Client
 from .errors import IckConfigError, ShardCountError
 from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 
-CHUNK = 1000  # members per ickadd call in a pipeline (see bench/bench_core.py)
+CHUNK = 1000  # members per ickadd call (bounded work: scripts.ITEMS_PER_CALL)
 
 Pairs = list[tuple[str, float]]
 
@@ -166,7 +166,7 @@ class Ick:
     def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
         """Add members with scores; a member already queued keeps the lower score.
 
-        One round trip (ickadd calls of ``chunk`` members, pipelined). Returns
+        ickadd calls of ``chunk`` members, one after the other (scripts.run_many). Returns
         (new, changed): members new to the pset, members whose score went down.
         """
         if not mapping:
@@ -339,12 +339,12 @@ class ShardedIck:
                             f"{self.shards}: its producers used another shard count")
 
     def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
-        """Add members to their shards in one pipelined round trip; returns (new, changed)."""
+        """Add members to their shards in bounded ickadd calls; returns (new, changed)."""
         return self.add_pairs([text(m) for m in mapping], list(mapping.values()), chunk)
 
     def add_pairs(self, members: Sequence[str], scores: Sequence[float],
                   chunk: int = CHUNK) -> tuple[int, int]:
-        """Add ``members[i]`` with ``scores[i]``; one round trip; returns (new, changed)."""
+        """Add ``members[i]`` with ``scores[i]`` in bounded calls; returns (new, changed)."""
         if len(members) != len(scores):
             raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
         if not members:
@@ -367,7 +367,7 @@ class ShardedIck:
         return sum_adds(scripts.run_many(self.client, calls, what=self.label))
 
     def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
-        """Add ickadd arguments already packed (``pack_buffers``) per shard; one round trip."""
+        """Add ickadd arguments already packed (``pack_buffers``) per shard, a call each."""
         self.check_shards()
         return sum_adds(scripts.run_many(
             self.client, [call for i, packed in groups.items()
