@@ -25,7 +25,9 @@ while pos <= #packed do
   pos = pos + a + b
 end
 if n == 0 then return {0, 0} end
-if n == 1 and mode ~= 'replace' then  -- Dehydrator.push: two commands
+-- One row (Dehydrator.push, gidpush): HSETNX is the check and the write at once, two
+-- commands instead of HMGET + ZADD + HSET (33 us against 50 us of Redis time, bench_calls)
+if n == 1 and mode ~= 'replace' then
   if redis.call('HSETNX', KEYS[2], hargs[1], hargs[2]) == 0 then
     if mode == 'error' then ick_fail('dehydrator id ' .. hargs[1] .. ' already exists') end
     return {0, 1}

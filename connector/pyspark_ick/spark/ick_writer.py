@@ -103,7 +103,8 @@ class IckSink:
 
     def convert(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None, int, int]:
         """Members, scores (None: server time), invalid rows skipped, and rows."""
-        return (*convert(batch, self), batch.num_rows)  # type: ignore[return-value]
+        members, scores, skipped = convert(batch, self)
+        return members, scores, skipped, batch.num_rows
 
     def send(self, converted: tuple[pa.Array, pa.Array | None, int, int]) -> IckCommitMessage:
         members, scores, skipped, rows = converted
