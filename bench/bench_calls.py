@@ -6,7 +6,8 @@ calls:  the median wall time of one client call (Ick add, reserve and commit of 
         of a one-key script; target <= 1.3x the raw round trip.
 server: Redis time per call (INFO commandstats) of dh_push with one element, against a raw
         ZADD + HSET pair (target <= 10 us); per element in bulk, dh_push against pipelined
-        ZADD + HSET (target <= 1.2x) and poll (dh_take; target <= 1.0 us).
+        ZADD + HSET (target <= 1.2x) and poll (dh_take; target <= 1.0 us); ickadd in bulk
+        (the writer's script) against pipelined ZADD LT. Bulk rows also give INFO cpu.
 
     python bench/bench_calls.py [--quick]
 """
@@ -14,14 +15,17 @@ server: Redis time per call (INFO commandstats) of dh_push with one element, aga
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
+from bench_core import server_cpu
 from common import Report
 
-from pyspark_ick import Dehydrator, Ick, connect
+from pyspark_ick import Dehydrator, Ick, connect, scripts
+from pyspark_ick.ick import CHUNK, pack_chunks
 from pyspark_ick.testing import redis_server
 
 HOUR = 3_600_000
@@ -38,12 +42,17 @@ def median_us(calls: dict[str, Callable[[int], Any]], n: int) -> dict[str, float
     return {name: statistics.median(s) * 1e6 for name, s in samples.items()}
 
 
-def server_us(client: Any, commands: tuple[str, ...], run: Callable[[], Any]) -> float:
-    """Redis time (us) spent in ``commands`` while ``run()`` runs (INFO commandstats)."""
+def server_us(client: Any, commands: tuple[str, ...], run: Callable[[], Any], cpu: bool = False
+              ) -> Any:
+    """Redis time (us) spent in ``commands`` while ``run()`` runs (INFO commandstats); with
+    ``cpu``, also the server's CPU time (us, INFO cpu: parsing the commands included)."""
     client.config_resetstat()
+    before = server_cpu(client)
     run()
+    spent = (server_cpu(client) - before) * 1e6
     stats = client.info("commandstats")
-    return float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands))
+    usec = float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands))
+    return (usec, spent) if cpu else usec
 
 
 def bench_calls(report: Report, client: Any, n: int) -> None:
@@ -93,16 +102,57 @@ def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
             pipe.hset("bulkh", mapping={ids[i]: elements[i] for i in part})
         pipe.execute()
 
-    raw = server_us(client, ("zadd", "hset"), raw_bulk)
     bulk_d = Dehydrator(client, "bulk")
-    park = server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk))
+    (raw, raw_cpu), (park, park_cpu) = (
+        server_us(client, ("zadd", "hset"), raw_bulk, cpu=True),
+        server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk),
+                  cpu=True))
     report.add("raw pipelined ZADD + HSET, per element", raw / bulk, "us Redis")
     report.compare("dh_push in bulk, per element", park / bulk, "us Redis",
                    "raw pipelined ZADD + HSET, per element", maximum=1.2)
+    report.add("raw pipelined ZADD + HSET, INFO cpu", raw_cpu / bulk, "us CPU")
+    report.compare("dh_push in bulk, INFO cpu", park_cpu / bulk, "us CPU",
+                   "raw pipelined ZADD + HSET, INFO cpu", maximum=1.2)
     time.sleep(0.01)  # every element is due
     poll = server_us(client, ("evalsha",), bulk_d.poll)
     row = report.add("poll (dh_take), per element", poll / bulk, "us Redis")
     row.target, row.ok = "<= 1.0 us", poll / bulk <= 1.0
+    bench_ickadd(report, client, bulk)
+
+
+def bench_ickadd(report: Report, client: Any, bulk: int) -> None:
+    """ickadd in bulk (the writer's script) against pipelined ZADD LT of the same pairs."""
+    rng = random.Random(7)
+    members = [f"doc:{rng.randrange(10**9)}" for _ in range(bulk)]
+    scores = [rng.uniform(0, 1e9) for _ in range(bulk)]
+
+    def raw_bulk() -> None:
+        pipe = client.pipeline(transaction=False)
+        for first in range(0, bulk, CHUNK):
+            flat: list[Any] = []
+            for i in range(first, min(bulk, first + CHUNK)):
+                flat += (scores[i], members[i])
+            pipe.execute_command("ZADD", "bulkick", "LT", *flat)
+        pipe.execute()
+
+    packed = pack_chunks(members, scores)
+    ick = Ick(client, "bulk")
+
+    def ickadd() -> None:
+        pipe = client.pipeline(transaction=False)
+        for arg in packed:
+            scripts.queue(pipe, "ickadd", ick.keys.base, [arg])
+        pipe.execute()
+
+    scripts.ensure_loaded(client, "ickadd")
+    (raw, raw_cpu), (ours, ours_cpu) = (server_us(client, ("zadd",), raw_bulk, cpu=True),
+                                        server_us(client, ("evalsha",), ickadd, cpu=True))
+    report.add("raw pipelined ZADD LT, per member", raw / bulk, "us Redis")
+    report.compare("ickadd in bulk, per member", ours / bulk, "us Redis",
+                   "raw pipelined ZADD LT, per member")
+    report.add("raw pipelined ZADD LT, INFO cpu", raw_cpu / bulk, "us CPU")
+    report.compare("ickadd in bulk, INFO cpu", ours_cpu / bulk, "us CPU",
+                   "raw pipelined ZADD LT, INFO cpu")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,9 +27,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pyspark_ick import Ick, IckConfigError, ShardedIck, connect, shard_of
-from pyspark_ick.ick import pack_buffers, pack_chunks
-from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer, by_shard, string_buffers
+from pyspark_ick import Ick, IckConfigError, ShardedIck, connect, scripts, shard_of
+from pyspark_ick.columns import pack_pairs
+from pyspark_ick.ick import pack_chunks
+from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer, by_shard
 from pyspark_ick.testing import redis_server
 
 MS = StructType([StructField("member", StringType()), StructField("score", DoubleType())])
@@ -163,8 +165,35 @@ def test_columns_pack_like_pack_pairs_in_every_shard(rows, lead, shards, chunk):
     for shard, (ms, ss) in parts.items():
         names, values = ms.to_pylist(), ss.to_pylist()
         assert all(shard_of(m, shards) == shard for m in names)
-        packed = pack_buffers(*string_buffers(ms), ss.to_numpy(), chunk)
-        assert packed == pack_chunks(names, values, chunk)
+        arrow, plain = pack_pairs(ms, ss, chunk), pack_chunks(names, values, chunk)
+        assert [msgpack_pairs(a) for a in arrow] == [msgpack_pairs(p) for p in plain]
+
+
+def test_arrow_packed_scores_round_trip_exactly(client):
+    """Arrow spells the scores (shortest exact text) and Redis parses them: no value moves."""
+    scores = [0.1, 1 / 3, -0.0, 1e-300, 5e-324, 2.0**53 + 1, -1.7976931348623157e308,
+              1.763851234567e12, 123456789.12345678, 1e16, 7.0]
+    members = pa.array([f"m{i}" for i in range(len(scores))])
+    ick = Ick(client, "arrow-exact")
+    for packed in pack_pairs(members, pa.array(scores, pa.float64()), 4):
+        scripts.run(client, "ickadd", ick.keys.base, [packed])
+    got = dict(ick.reserve(len(scores)))
+    assert got == {f"m{i}": s for i, s in enumerate(scores)}
+
+
+def msgpack_pairs(packed: bytes) -> list[tuple[str, float]]:
+    """ickadd's argument decoded (a msgpack array 32 of str 32 values), scores as floats:
+    Arrow and Python may spell a score differently, never its value."""
+    tag, count = struct.unpack_from(">BI", packed)
+    assert tag == 0xDD
+    values, at = [], 5
+    for _ in range(count):
+        tag, size = struct.unpack_from(">BI", packed, at)
+        assert tag == 0xDB
+        values.append(packed[at + 5:at + 5 + size])
+        at += 5 + size
+    assert at == len(packed)
+    return [(values[i + 1].decode(), float(values[i])) for i in range(0, count, 2)]
 
 
 BAD_OPTIONS = [

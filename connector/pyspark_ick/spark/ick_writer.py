@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import WriterCommitMessage
@@ -40,9 +39,10 @@ from pyspark.sql.types import (
 )
 
 from .. import scripts
+from ..columns import pack_pairs
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
-from ..ick import ShardedIck, pack_buffers
+from ..ick import ShardedIck
 from ..keys import shard_of
 from ..options import ICK_WRITE, Options
 from .sink import BatchWriter, StreamWriter
@@ -281,14 +281,6 @@ def by_shard(members: pa.Array, scores: pa.Array | None, shards: int
     return out
 
 
-def string_buffers(members: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets and UTF-8 bytes of a string array, as numpy views of Arrow's buffers."""
-    _, offsets, data = members.buffers()
-    first = members.offset
-    return (np.frombuffer(offsets, np.int32)[first:first + len(members) + 1],
-            np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
-
-
 def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: int
         ) -> tuple[int, int]:
     """Add one batch's rows to their shards; returns (new, changed)."""
@@ -297,6 +289,5 @@ def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: 
         return sharded.add_groups({i: (m.to_pylist(), None) for i, (m, _) in parts.items()},
                                   chunk)
     return sharded.add_packed({
-        i: pack_buffers(*string_buffers(m), s.to_numpy(zero_copy_only=False), chunk)
-        for i, (m, s) in parts.items() if s is not None
+        i: pack_pairs(m, s, chunk) for i, (m, s) in parts.items() if s is not None
     })
