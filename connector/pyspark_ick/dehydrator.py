@@ -16,8 +16,8 @@ per-shard claim log: due elements move into numbered claims that stay until comm
 from __future__ import annotations
 
 import heapq
+import os
 import struct
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +61,11 @@ def pack_plain(ids: Sequence[str], elements: Sequence[bytes], times: Sequence[fl
             parts += (_ROW(times[i], len(data), len(elements[i])), data, elements[i])
         out.append(b"".join(parts))
     return out
+
+
+def new_id() -> str:
+    """A random id for gidpush: 32 hex digits, as random as uuid4().hex and 5x cheaper."""
+    return os.urandom(16).hex()
 
 
 def check_times(times: Sequence[Any]) -> list[float]:
@@ -163,11 +168,19 @@ class Dehydrator:
 
     def push(self, id: Any, element: str | bytes, ttl_ms: int) -> None:
         """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
-        self.park([id], [element], [check_ttl(ttl_ms)], on_duplicate="error")
+        key = text(id)  # one dh_push call straight away: park's grouping costs ~10 us a call
+        data = element if type(element) is bytes else str(element).encode(
+            "utf-8", "surrogateescape")
+        row = pack_plain([key], [data], [check_ttl(ttl_ms)])[0]  # checks before Redis
+        self.check_shards()
+        scripts.run(self.client, "dh_push", self.keys_of(key).store,
+                    ["error", self._now(), "delay", row],
+                    what=self.label, replay_safe=False)  # a replay would find its own id
 
     def gidpush(self, element: str | bytes, ttl_ms: int) -> str:
-        """Park ``element`` for ``ttl_ms`` ms under a new random id; returns the id."""
-        id = uuid.uuid4().hex
+        """Park ``element`` for ``ttl_ms`` ms under a new random id (32 hex digits);
+        returns the id."""
+        id = new_id()
         self.push(id, element, ttl_ms)
         return id
 
