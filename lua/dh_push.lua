@@ -4,25 +4,28 @@
 --         (replace sets the new element and due time; ids repeated in ARGV count too)
 -- ARGV[2] now in ms, or "" for Redis server time (a test clock passes it)
 -- ARGV[3] "delay": each time is ms from now | "at": each time is a due time in epoch ms
--- ARGV[4] the rows, packed (pyspark_ick.dehydrator.pack_rows): per row a little-endian
---         double time, uint32 id length, uint32 element length, the id's bytes, the
---         element's bytes; any number (chunked). One argument: cheap to send and parse.
+-- ARGV[4] the rows (pyspark_ick.dehydrator.pack_plain): one msgpack array of strings,
+--         time1, id1, element1, time2, ...; any number (chunked). Decoded in C; a due
+--         time is formatted once per distinct time (a sink's delay is one for all rows).
 -- returns {new, existing}: ids that were not parked, ids that were (kept or replaced)
 local mode, delay = ARGV[1], ARGV[3] == 'delay'
 local now = delay and time_ms(ARGV[2]) or 0
-local packed, pos, n = ARGV[4] or '', 1, 0
-local zargs, hargs, sub, unpack_head = {}, {}, string.sub, struct.unpack
-while pos <= #packed do
-  local t, a, b
-  t, a, b, pos = unpack_head('<dI4I4', packed, pos)
-  local id = sub(packed, pos, pos + a - 1)
-  n = n + 1
-  if t ~= t or (delay and t < 0) then
-    ick_fail('dehydrator id ' .. id .. ': time must be a number >= 0, got ' .. tostring(t))
+local rows = (ARGV[4] or '') == '' and {} or cmsgpack.unpack(ARGV[4])
+if type(rows) ~= 'table' or #rows % 3 ~= 0 then
+  ick_fail('dh_push into ' .. KEYS[1] .. ': ARGV[4] is not a msgpack array of rows')
+end
+local n, zargs, hargs, last, due = #rows / 3, {}, {}, nil, nil
+for k = 1, n do
+  local t, id = rows[3 * k - 2], rows[3 * k - 1]
+  if t ~= last then
+    local ms = tonumber(t)
+    if not ms or ms - ms ~= 0 or (delay and ms < 0) then
+      ick_fail('dehydrator id ' .. id .. ': time must be a number >= 0, got ' .. t)
+    end
+    last, due = t, delay and string.format('%.17g', now + ms) or t
   end
-  zargs[2 * n - 1], zargs[2 * n] = delay and now + t or t, id
-  hargs[2 * n - 1], hargs[2 * n] = id, sub(packed, pos + a, pos + a + b - 1)
-  pos = pos + a + b
+  zargs[2 * k - 1], zargs[2 * k] = due, id
+  hargs[2 * k - 1], hargs[2 * k] = id, rows[3 * k]
 end
 if n == 0 then return {0, 0} end
 -- One row (Dehydrator.push, gidpush): HSETNX is the check and the write at once, two

@@ -7,9 +7,16 @@ machine must not fail it), so each one can only fail on an early release.
 
 from __future__ import annotations
 
+import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from packing import decode_rows
 
 from pyspark_ick import Dehydrator, IckConfigError, IckError, ShardCountError
+from pyspark_ick.columns import pack_rows
+from pyspark_ick.dehydrator import pack_plain
 from pyspark_ick.keys import DehydratorKeys
 from pyspark_ick.testing import wait_until
 
@@ -261,3 +268,29 @@ def test_park_modes(client):
     assert client.zscore(DehydratorKeys("modes").due, "z") == due
     with pytest.raises(IckConfigError, match="on_duplicate"):
         d.park(["x"], ["y"], [0], on_duplicate="ignore")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=6), st.binary(max_size=6),
+                          st.floats(0, 1e15, allow_nan=False)), min_size=1, max_size=30),
+       st.integers(1, 7))
+def test_columns_pack_like_the_plain_client(rows, chunk):
+    ids, elements, times = ([r[i] for r in rows] for i in range(3))
+    arrow = pack_rows(pa.array(ids), pa.array(elements, pa.binary()),
+                      np.array(times, np.float64), chunk)
+    plain = pack_plain(ids, elements, times, chunk)
+
+    def decoded(packed: bytes) -> list[tuple[float, str, bytes]]:  # the same values, spelt
+        return [(float(t), i.decode(), e) for t, i, e in decode_rows(packed, 3)]  # apart
+
+    assert [decoded(a) for a in arrow] == [decoded(p) for p in plain]
+
+
+def test_due_times_are_exact_whatever_the_delay(client):
+    d = Dehydrator(client, "exact", clock=lambda: 1_763_851_234_567)
+    delays = [0, 0.5, 30_000, 30_000, 1e-3, 2**40 + 0.25]
+    d.park([f"d{i}" for i in range(len(delays))], ["x"] * len(delays), delays)
+    d.park(["at"], ["x"], [2_000_000_000_000.125], at=True)
+    due = dict(client.zrange(DehydratorKeys("exact").due, 0, -1, withscores=True))
+    assert due == {**{f"d{i}".encode(): 1_763_851_234_567 + t for i, t in enumerate(delays)},
+                   b"at": 2_000_000_000_000.125}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import math
-import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packing import decode_rows
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -166,7 +166,13 @@ def test_columns_pack_like_pack_pairs_in_every_shard(rows, lead, shards, chunk):
         names, values = ms.to_pylist(), ss.to_pylist()
         assert all(shard_of(m, shards) == shard for m in names)
         arrow, plain = pack_pairs(ms, ss, chunk), pack_chunks(names, values, chunk)
-        assert [msgpack_pairs(a) for a in arrow] == [msgpack_pairs(p) for p in plain]
+        assert [pairs(a) for a in arrow] == [pairs(p) for p in plain]
+
+
+def pairs(packed: bytes) -> list[tuple[str, float]]:
+    """ickadd's argument decoded, scores as floats: Arrow and Python may spell a score
+    differently, never its value."""
+    return [(m.decode(), float(s)) for s, m in decode_rows(packed, 2)]
 
 
 def test_arrow_packed_scores_round_trip_exactly(client):
@@ -179,21 +185,6 @@ def test_arrow_packed_scores_round_trip_exactly(client):
         scripts.run(client, "ickadd", ick.keys.base, [packed])
     got = dict(ick.reserve(len(scores)))
     assert got == {f"m{i}": s for i, s in enumerate(scores)}
-
-
-def msgpack_pairs(packed: bytes) -> list[tuple[str, float]]:
-    """ickadd's argument decoded (a msgpack array 32 of str 32 values), scores as floats:
-    Arrow and Python may spell a score differently, never its value."""
-    tag, count = struct.unpack_from(">BI", packed)
-    assert tag == 0xDD
-    values, at = [], 5
-    for _ in range(count):
-        tag, size = struct.unpack_from(">BI", packed, at)
-        assert tag == 0xDB
-        values.append(packed[at + 5:at + 5 + size])
-        at += 5 + size
-    assert at == len(packed)
-    return [(values[i + 1].decode(), float(values[i])) for i in range(0, count, 2)]
 
 
 BAD_OPTIONS = [

@@ -3,18 +3,14 @@
 
 from __future__ import annotations
 
-import struct
-from itertools import pairwise
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .ick import ARRAY32, STR32
 from .keys import shard_of
+from .scripts import ARRAY32, MSGPACK_HEAD, STR32
 
-HEAD = np.dtype([("time", "<f8"), ("id", "<u4"), ("element", "<u4")])  # lua/dh_push.lua
-STR_HEAD = np.dtype([("tag", "u1"), ("length", ">u4")])  # msgpack str 32: lua/ickadd.lua
+STR_HEAD = np.dtype([("tag", "u1"), ("length", ">u4")])  # msgpack str 32
 
 
 def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -25,61 +21,52 @@ def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
             np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
 
 
-def heads(rows: np.ndarray) -> pa.Array:
-    """Binary values of a structured numpy array's rows (fixed-size heads, to join)."""
+def str_heads(column: pa.Array) -> pa.Array:
+    """The msgpack str 32 head of each value of a string or binary array, as binary."""
+    head = np.empty(len(column), STR_HEAD)
+    head["tag"], head["length"] = STR32, pc.binary_length(column).to_numpy()
     return pa.FixedSizeBinaryArray.from_buffers(
-        pa.binary(rows.dtype.itemsize), len(rows), [None, pa.py_buffer(rows)]
+        pa.binary(STR_HEAD.itemsize), len(head), [None, pa.py_buffer(head)]
     ).cast(pa.binary())
 
 
-def cut(joined: pa.Array, chunk: int) -> list[bytes]:
-    """The bytes of binary array ``joined`` back to back, ``chunk`` values per piece."""
-    offsets, data = buffers(joined)
-    cuts = offsets[::chunk].tolist() + ([int(offsets[-1])] if len(joined) % chunk else [])
+def pack_columns(columns: list[pa.Array], chunk: int) -> list[bytes]:
+    """``scripts.pack_strings`` of the columns' values row by row, ``chunk`` rows per
+    argument, built column-wise by Arrow: each row's heads and values joined into one
+    binary value, their bytes back to back.
+
+    ``columns``: string or binary arrays of one length, no nulls.
+    """
+    rows = len(columns[0])
+    if not rows:
+        return []
+    parts: list[pa.Array] = []
+    for column in columns:
+        parts += (str_heads(column), column.cast(pa.binary()))
+    offsets, data = buffers(pc.binary_join_element_wise(*parts, b""))
     memory = memoryview(data.data)
-    return [bytes(memory[a:b]) for a, b in pairwise(cuts)]
-
-
-def str_heads(column: pa.Array) -> pa.Array:
-    """The msgpack str 32 head of each value of a string or binary array."""
-    head = np.empty(len(column), STR_HEAD)
-    head["tag"], head["length"] = STR32, pc.binary_length(column).to_numpy()
-    return heads(head)
+    return [MSGPACK_HEAD(ARRAY32, len(columns) * (min(first + chunk, rows) - first))
+            + memory[offsets[first]:offsets[min(first + chunk, rows)]]
+            for first in range(0, rows, chunk)]
 
 
 def pack_pairs(members: pa.Array, scores: pa.Array, chunk: int) -> list[bytes]:
-    """ickadd's arguments (ick.pack_pairs for columns), ``chunk`` members each, built
-    column-wise by Arrow: Arrow writes the scores' shortest exact text, Redis parses it.
+    """ickadd's arguments (``ick.pack_pairs`` for columns), ``chunk`` members each; Arrow
+    writes each score's shortest exact text, ZADD parses it.
 
     ``members``: string; ``scores``: float64, finite; no nulls.
     """
-    if not len(members):
-        return []
-    numbers = pc.cast(scores, pa.string())
-    pieces = cut(pc.binary_join_element_wise(
-        str_heads(numbers), numbers.cast(pa.binary()),
-        str_heads(members), members.cast(pa.binary()), b""), chunk)
-    sizes = [chunk] * (len(pieces) - 1) + [len(members) - chunk * (len(pieces) - 1)]
-    return [struct.pack(">BI", ARRAY32, 2 * size) + piece
-            for size, piece in zip(sizes, pieces, strict=True)]
+    return pack_columns([pc.cast(scores, pa.string()), members], chunk)
 
 
 def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int
               ) -> list[bytes]:
-    """dh_push's packed arguments, ``chunk`` rows each, built column-wise by Arrow (each
-    row's head, id and element joined into one binary value; their bytes back to back
-    are the argument).
+    """dh_push's arguments (``dehydrator.pack_plain`` for columns), ``chunk`` rows each.
 
     ``ids``: string; ``elements``: string or binary; ``times``: float64 ms; no nulls.
     """
-    rows = len(ids)
-    head = np.empty(rows, HEAD)
-    head["time"] = times
-    head["id"] = pc.binary_length(ids).to_numpy()
-    head["element"] = pc.binary_length(elements).to_numpy()
-    joined = pc.binary_join_element_wise(heads(head), ids.cast(pa.binary()),
-                                         elements.cast(pa.binary()), b"")
-    return cut(joined, chunk)
+    return pack_columns([pc.cast(pa.array(times, pa.float64()), pa.string()), ids, elements],
+                        chunk)
 
 
 def split_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, shards: int

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import heapq
 import os
-import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import scripts
 from .connection import Client
 from .errors import IckConfigError, ShardCountError
-from .ick import check_client, text
+from .ick import check_client, number_text, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .lease import Fence, Lease
 from .reservations import (
@@ -46,20 +45,18 @@ ON_DUPLICATE = ("keep", "replace", "error")
 Clock = Callable[[], int]
 
 
-_ROW = struct.Struct("<dII").pack  # time, id length, element length: lua/dh_push.lua
-
-
 def pack_plain(ids: Sequence[str], elements: Sequence[bytes], times: Sequence[float],
                chunk: int = CHUNK) -> list[bytes]:
-    """dh_push's packed arguments, ``chunk`` rows each (the plain client's path: no
-    numpy or pyarrow; the Spark sink packs Arrow columns with columns.pack_rows)."""
+    """dh_push's rows arguments (``scripts.pack_strings``: time, id, element per row),
+    ``chunk`` rows each (the plain client's path: no numpy or pyarrow; the Spark sink
+    packs Arrow columns with columns.pack_rows)."""
     out = []
     for first in range(0, len(ids), chunk):
-        parts: list[bytes] = []
+        values: list[bytes] = []
         for i in range(first, min(first + chunk, len(ids))):
-            data = ids[i].encode("utf-8", "surrogateescape")
-            parts += (_ROW(times[i], len(data), len(elements[i])), data, elements[i])
-        out.append(b"".join(parts))
+            values += (number_text(times[i]), ids[i].encode("utf-8", "surrogateescape"),
+                       elements[i])
+        out.append(scripts.pack_strings(values))
     return out
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -30,22 +29,16 @@ def pairs(flat: Sequence[Any]) -> Pairs:
     return [(text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
 
 
-_HEAD = struct.Struct(">BI").pack  # a msgpack str 32 or array 32 head: lua/ickadd.lua
-STR32, ARRAY32 = 0xDB, 0xDD
-
-
 def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
-    """ickadd's one argument: a msgpack array of strings, score then member per member,
+    """ickadd's one argument (``scripts.pack_strings``): score then member, per member,
     the scores in Python's float syntax.
 
-    Redis decodes it in C (cmsgpack) and ZADD parses the scores itself: no Lua loop and no
-    float conversion in Lua, 24% less Redis time per member than a struct layout with
-    double scores (bench/bench_writer.py). One argument instead of two per member:
-    redis-py packs it 4x faster than 2,000 small ones.
+    Against a struct layout with double scores parsed in Lua it costs Redis 24% less time
+    per member (ZADD parses the text; bench/bench_calls.py reports ickadd against ZADD LT).
     """
     if len(members) != len(scores):
         raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
-    parts: list[bytes] = [_HEAD(ARRAY32, 2 * len(members))]
+    values: list[bytes] = []
     member: Any = None
     score: Any = None
     try:
@@ -53,19 +46,23 @@ def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
             if member is None:
                 raise IckConfigError("a member must not be None (it would be stored as "
                                      "the text 'None')")
-            if isinstance(score, str | bytes) or score - score != 0:  # NaN or infinite
-                raise TypeError("not a finite number")
-            data = member if type(member) is bytes else str(member).encode(
-                "utf-8", "surrogateescape")
-            number = repr(float(score)).encode()
-            parts += (_HEAD(STR32, len(number)), number, _HEAD(STR32, len(data)), data)
+            values += (number_text(score), member if type(member) is bytes else
+                       str(member).encode("utf-8", "surrogateescape"))
     except IckConfigError:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:
         raise IckConfigError(
             f"the score of member {member!r} must be a number (finite), got {score!r}"
         ) from exc
-    return b"".join(parts)
+    return scripts.pack_strings(values)
+
+
+def number_text(value: Any) -> bytes:
+    """A finite number as the text the scripts pass on to Redis (``repr`` of the float:
+    exact); TypeError or ValueError for anything else."""
+    if isinstance(value, str | bytes) or value - value != 0:  # NaN or infinite
+        raise ValueError(f"not a finite number: {value!r}")
+    return repr(float(value)).encode()
 
 
 def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = CHUNK

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import struct
 import weakref
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -32,6 +33,19 @@ ITEMS_PER_CALL = 1000
 """The most members (or dehydrator elements) one call of the connector touches: a call
 holds Redis for a few ms at most, whatever the batch (measured: bench/bench_neighbour.py).
 A big micro-batch is many such calls, one after the other."""
+
+STR32, ARRAY32 = 0xDB, 0xDD  # msgpack str 32 and array 32
+MSGPACK_HEAD = struct.Struct(">BI").pack  # tag, then a big-endian length or count
+
+
+def pack_strings(values: Sequence[bytes]) -> bytes:
+    """The rows argument of the bulk scripts (ickadd, dh_push): one msgpack array of
+    strings, which Redis decodes in C (``cmsgpack.unpack``, bundled by every Redis and
+    Valkey): no Lua loop parses it, and numbers stay text that ZADD parses itself."""
+    parts = [MSGPACK_HEAD(ARRAY32, len(values))]
+    for value in values:
+        parts += (MSGPACK_HEAD(STR32, len(value)), value)
+    return b"".join(parts)
 
 
 
