@@ -2,7 +2,8 @@
 -- (stream reader, §4). One call moves at most ARGV[7] members (bounded work: a big
 -- micro-batch is several reservations, made by several calls).
 -- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed,
---   size:<r> of each open reservation r}, KEYS[5] lease hash, KEYS[6] held hash (member ->
+--   size:<r> of each open reservation r, repeated: the last reservation that holds a
+--   member an open one held already (one reader must fold them)}, KEYS[5] lease hash, KEYS[6] held hash (member ->
 --   how many more open reservations hold it than the one that put it in the cset),
 --   KEYS[7] the manifest of reservation ARGV[6] + 1 (a list: member, score, ...)
 -- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
@@ -38,6 +39,7 @@ end
 local got = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
 if #got == 0 then return {head, 0, pending} end
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)
+local again = 0
 if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
   local members = {}
   for i = 1, #got, 2 do members[#members + 1] = got[i] end
@@ -45,7 +47,10 @@ if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and res
     local last = math.min(first + ICK_CHUNK - 1, #members)
     local held = redis.call('ZMSCORE', cset, unpack(members, first, last))
     for k = first, last do
-      if held[k - first + 1] then redis.call('HINCRBY', KEYS[6], members[k], 1) end
+      if held[k - first + 1] then
+        redis.call('HINCRBY', KEYS[6], members[k], 1)
+        again = again + 1
+      end
     end
   end
 end
@@ -53,4 +58,5 @@ zadd_lt(cset, flip(got), 1, #got)
 call_chunked('RPUSH', KEYS[7], got, 1, #got)
 head = head + 1
 redis.call('HSET', rlog, 'reserved', head, 'size:' .. head, #got / 2)
+if again > 0 then redis.call('HSET', rlog, 'repeated', head) end
 return {head, #got / 2, pending + #got / 2}

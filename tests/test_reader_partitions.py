@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark_ick import ShardedIck
+from pyspark_ick import ShardedIck, scripts
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
 from pyspark_ick.spark.source import ShardRange, ShardRanges, group
 
@@ -44,3 +44,51 @@ def test_small_batch_is_one_partition_and_replay_one_per_shard(client: Any,
     assert [type(p) for p in parts] == [ShardRange] * 4
     assert rows(replay, parts) == expected
     replay.stop()
+
+
+def one_shard_batch(client: Any, redis_url: str, name: str, monkeypatch: Any,
+                    dirty_again: bool) -> tuple[Any, Any, Any, list[Any]]:
+    """100 members of one shard reserved by one latestOffset into 10 reservations of 10
+    (ITEMS_PER_CALL 10); with ``dirty_again``, m00 is reserved first, re-added, and
+    reserved again by that latestOffset."""
+    monkeypatch.setattr(scripts, "ITEMS_PER_CALL", 10)
+    ick = ShardedIck(client, name, 1)
+    ick.add_pairs([f"m{i:02d}" for i in range(100)], [float(i) for i in range(100)])
+    reader = stream_reader({"redis.url": redis_url, "ick": name,
+                            "minMembersPerPartition": "30"}, STREAM_SCHEMA)
+    start = reader.initialOffset()
+    if dirty_again:
+        log, fence = reader._driver()[0], reader._fences[0]
+        assert log.reserve(1, start["0"], fence) == (start["0"] + 1, 1)
+        ick.add({"m00": 50.5})
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    return reader, start, end, reader.partitions(start, end)
+
+
+def test_a_big_batch_of_one_shard_is_read_by_several_tasks(client: Any, redis_url: str,
+                                                          monkeypatch: Any) -> None:
+    reader, start, end, parts = one_shard_batch(client, redis_url, "split", monkeypatch,
+                                                dirty_again=False)
+    assert end["0"] == start["0"] + 10
+    assert sorted(parts, key=lambda p: p.start) == [
+        ShardRange(0, start["0"] + a, start["0"] + b) for a, b in ((0, 3), (3, 6), (6, 10))]
+    rows = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+    assert sorted(r["member"] for r in rows) == [f"m{i:02d}" for i in range(100)]
+    for part in parts:
+        assert all(part.start < r["reservation"] <= part.end
+                   for b in reader.read(part) for r in b.to_pylist())
+    reader.commit(end)
+    reader.stop()
+
+
+def test_a_batch_with_a_member_reserved_twice_is_read_by_one_task(
+        client: Any, redis_url: str, monkeypatch: Any) -> None:
+    reader, start, end, parts = one_shard_batch(client, redis_url, "folds", monkeypatch,
+                                                dirty_again=True)
+    assert parts == [ShardRange(0, start["0"], end["0"])]
+    rows = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+    assert sorted(r["member"] for r in rows) == [f"m{i:02d}" for i in range(100)]
+    m00 = [r for r in rows if r["member"] == "m00"]
+    assert [(r["score"], r["reservation"] > start["0"] + 1) for r in m00] == [(0.0, True)]
+    reader.commit(end)
+    reader.stop()

@@ -397,6 +397,11 @@ class ClaimLog:
         self._head, moved = reserve_calls(call, start, limit, self.label)
         return self._head, moved
 
+    def repeated(self) -> int:
+        """0: claims are read apart freely (an id claimed twice was pushed twice, and both
+        elements are delivered, whoever reads them)."""
+        return 0
+
     def read(self, start: int, end: int) -> list[Entry]:
         """(id, due ms, element) of every element of claims ``start + 1 .. end``; a claim
         that must exist and does not raises (see ReservationLog.read)."""

@@ -6,7 +6,8 @@ several reservations); the cset holds the union of the open ones. ``commit(n)`` 
 every reservation ``<= n``; a member re-added while in flight was reserved again later and
 stays in the cset until that later reservation is committed too (the ``held`` hash counts
 such extra holders). Counters live in the shard's ``rlog`` hash (``reserved``: last number
-made, ``committed``: last number committed, ``size:<r>``: members of open reservation r).
+made, ``committed``: last number committed, ``size:<r>``: members of open reservation r,
+``repeated``: the last reservation that holds a member an earlier open one holds too).
 
 Every script names every key it touches, manifests included, so a call reaches the node
 that has them while a slot migrates. The client names the next manifest from the last
@@ -72,6 +73,13 @@ class ReservationLog:
         start = max(self._head if self._head is not None else self.counters()[0], after)
         self._head, moved = reserve_calls(call, start, limit, self.label)
         return self._head, moved
+
+    def repeated(self) -> int:
+        """The last reservation holding a member that an earlier open one holds too (a
+        member re-added in flight and reserved again); 0: none. Reservations after it
+        repeat no member of one another: they can be read apart."""
+        return int(scripts.command(self.client, partial(self.client.hget, self.keys.rlog,
+                                                        "repeated"), what=self.label) or 0)
 
     def read(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
         """``[(r, [member, score, ...]), ...]`` for reservations ``start < r <= end``.

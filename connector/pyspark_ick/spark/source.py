@@ -4,7 +4,7 @@ sources: micro-batches are numbered reservations (claims) per shard.
 A source subclasses ``ReservationStreamReader``: ``open_log(shard)`` returns the client
 log of one shard (``reservations.ReservationLog``, ``dehydrator.ClaimLog``: the ``ShardLog``
 protocol below: a label, the shard's ``lease``, fenced ``reserve`` and ``commit``,
-``last_committed``), ``arrow(shard_log, shard, start, end)`` turns reservations
+``last_committed``, ``repeated``), ``arrow(shard_log, shard, start, end)`` turns reservations
 ``start < r <= end`` into RecordBatches of the source's schema (on the executors), and
 ``backlog(shard_log)`` counts the items waiting (Trigger.AvailableNow).
 
@@ -16,7 +16,9 @@ reserved leaves the offset as it is, so Spark runs no batch; ``partitions`` give
 shards whose number moved, grouped into partitions of at least ``min_per_partition`` items
 (sizes as reserved by the last ``latestOffset``; a batch it did not reserve, e.g. a replay
 after a restart, gets one partition per shard): a small batch is one task, not one wave of
-tasks per shard; ``commit(end)`` commits through ``end`` per shard.
+tasks per shard, and a shard's big batch is read by several tasks, cut between
+reservations, unless a member of it repeats (``repeated``: one task folds the copies);
+``commit(end)`` commits through ``end`` per shard.
 Spark calls ``commit`` of batch N after ``latestOffset`` of batch N+1, so two batches can
 be open at once: that is why reservations are numbered. Spark asks ``latestOffset(start)``
 only once the batch ending at ``start`` is done (its commit log written), so that call
@@ -46,6 +48,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
+from itertools import pairwise
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -95,6 +98,7 @@ class ShardLog(Protocol):
     def reserve(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]: ...
     def commit(self, through: int, fence: Fence) -> int: ...
     def last_committed(self) -> int: ...
+    def repeated(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -114,8 +118,9 @@ class ShardRanges(InputPartition):
 
 
 def group(sizes: dict[int, int], min_per_partition: int) -> list[list[int]]:
-    """Shards (keys of ``sizes``: items each) in ``max(1, total // min_per_partition)``
-    groups (at most one per shard), balanced greedily, largest shard first."""
+    """Pieces (keys of ``sizes``: items each; whole shards or runs of a shard's
+    reservations) in ``max(1, total // min_per_partition)`` groups (at most one per piece),
+    balanced greedily, largest first."""
     count = max(1, min(len(sizes), sum(sizes.values()) // max(min_per_partition, 1)))
     groups: list[list[int]] = [[] for _ in range(count)]
     loads = [0] * count
@@ -330,9 +335,27 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
                 ranges[i] = ShardRange(i, first, last)
         if end != self._latest or len(self._moved) != self.shards:  # sizes unknown
             return list(ranges.values())
-        groups = group({i: self._moved[i] for i in ranges}, self.min_per_partition)
-        return [ranges[g[0]] if len(g) == 1 else ShardRanges(tuple(ranges[i] for i in g))
+        pieces: list[ShardRange] = []
+        sizes: dict[int, int] = {}
+        for i, whole in ranges.items():
+            for piece in self._split(whole, self._moved[i]):
+                sizes[len(pieces)] = self._moved[i] * (piece.end - piece.start) // (
+                    whole.end - whole.start)
+                pieces.append(piece)
+        groups = group(sizes, self.min_per_partition)
+        return [pieces[g[0]] if len(g) == 1 else ShardRanges(tuple(pieces[j] for j in g))
                 for g in groups]
+
+    def _split(self, whole: ShardRange, size: int) -> list[ShardRange]:
+        """``whole`` in consecutive pieces of about ``min_per_partition`` items, so that
+        one shard's big batch is read by several tasks; whole when an item of it repeats
+        (re-added in flight and reserved again: one reader folds the copies)."""
+        numbers = whole.end - whole.start
+        count = min(numbers, size // max(self.min_per_partition, 1))
+        if count < 2 or self._driver()[whole.shard].repeated() > whole.start:
+            return [whole]
+        cuts = [whole.start + numbers * k // count for k in range(count + 1)]
+        return [ShardRange(whole.shard, a, b) for a, b in pairwise(cuts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         ranges = partition.ranges if isinstance(partition, ShardRanges) else (partition,)
