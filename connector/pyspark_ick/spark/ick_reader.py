@@ -14,9 +14,9 @@ default schema is STREAM_SCHEMA; a batch read returns whichever of the columns
 reserved outside the reservation log, e.g. by a Ruby consumer of the gem).
 
 Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
-``maxMembersPerTrigger`` (default 100000, split across shards), ``consumerId``,
+``maxMembersPerTrigger`` (default 500000, split across shards), ``consumerId``,
 ``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
-micro-batch reads its shards in ``max(1, members // this)`` tasks, at most one per shard).
+micro-batch is read in ``max(1, members // this)`` tasks, a shard's big batch by several).
 """
 
 from __future__ import annotations
