@@ -294,3 +294,15 @@ def test_due_times_are_exact_whatever_the_delay(client):
     due = dict(client.zrange(DehydratorKeys("exact").due, 0, -1, withscores=True))
     assert due == {**{f"d{i}".encode(): 1_763_851_234_567 + t for i, t in enumerate(delays)},
                    b"at": 2_000_000_000_000.125}
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_poll_returns_earliest_due_first_across_pages_and_shards(client, shards):
+    n = 2_500  # three calls of ITEMS_PER_CALL per shard at most
+    d = Dehydrator(client, f"order{shards}", shards, clock=lambda: 10_000_000)
+    d.park([f"id{i}" for i in range(n)], [f"e{i}" for i in range(n)],
+           [1_000_000 + (n - i) * 7 % n for i in range(n)], at=True)
+    expected = [f"e{i}" for i in sorted(range(n), key=lambda i: (n - i) * 7 % n)]
+    assert d.xpoll() == [e.replace("e", "id") for e in expected]
+    assert d.poll() == expected
+    assert d.size() == 0

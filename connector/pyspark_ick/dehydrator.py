@@ -243,35 +243,36 @@ class Dehydrator:
 
     def poll(self) -> list[Any]:
         """Remove and return every due element, earliest due first."""
-        return [x for _, x in self._take("poll")]
+        return [self._out(x) for x in self._take("poll")]
 
     def xpoll(self) -> list[str]:
         """The ids of every due element, earliest due first; nothing is removed."""
-        return [text(x) for _, x in self._take("xpoll")]
+        return [text(x) for x in self._take("xpoll")]
 
-    def _take(self, mode: str) -> list[tuple[int, Any]]:
-        """Due elements (poll) or ids (xpoll) of every shard, in calls of at most
-        ``scripts.ITEMS_PER_CALL``; xpoll pages by rank, so ids that come due or go during
-        the read may be missed or repeated."""
+    def _take(self, mode: str) -> list[Any]:
+        """Due elements (poll) or ids (xpoll) of every shard, earliest due first, in calls
+        of at most ``scripts.ITEMS_PER_CALL``; xpoll pages by rank, so ids that come due or
+        go during the read may be missed or repeated. Due times come back only to merge
+        shards (formatting them is a quarter of a poll's Redis time)."""
         self.check_shards()
-        limit = scripts.ITEMS_PER_CALL
-        runs: list[list[tuple[int, Any]]] = []
+        limit, due = scripts.ITEMS_PER_CALL, self.shards > 1
+        runs: list[list[Any]] = []  # per call: (due, x) pairs, or x alone
         offsets = dict.fromkeys(range(self.shards), 0)
         while offsets:
             now = self._now()
             replies = scripts.run_many(self.client, [
-                ("dh_take", self._keys[i].store, [now, limit, mode, offset])
+                ("dh_take", self._keys[i].store, [now, limit, mode, offset, "due" if due else ""])
                 for i, offset in offsets.items()
             ], what=self.label, replay_safe=mode != "poll")
             more = {}
             for (shard, offset), reply in zip(offsets.items(), replies, strict=True):
-                runs.append([(int(float(reply[j])), reply[j + 1])
-                             for j in range(0, len(reply), 2)])
-                if len(reply) == 2 * limit:
+                runs.append(list(zip(reply[::2], reply[1::2], strict=True)) if due else reply)
+                if len(reply) == (2 if due else 1) * limit:
                     more[shard] = offset + (limit if mode == "xpoll" else 0)
             offsets = more
-        merged = heapq.merge(*runs, key=lambda pair: pair[0]) if len(runs) > 1 else runs[0]
-        return [(due, self._out(x)) for due, x in merged]
+        if not due:  # one shard: its runs follow one another
+            return [x for run in runs for x in run]
+        return [x for _, x in heapq.merge(*runs, key=lambda pair: float(pair[0]))]
 
     def xack(self, *ids: Any) -> list[Any]:
         """Remove and return the due elements among ``ids`` (None for the others)."""
