@@ -1,5 +1,6 @@
-"""Arrow columns to the packed arguments of the Lua scripts: the Spark sinks' fast path
-(needs numpy and pyarrow; the plain client packs with struct and needs neither)."""
+"""Arrow columns to the rows arguments of the bulk scripts (``scripts.pack_strings``): the
+Spark sinks' fast path (needs numpy and pyarrow; the plain client packs row by row and
+needs neither)."""
 
 from __future__ import annotations
 
