@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-CHUNK = 1000  # elements per dh_push call (scripts.ITEMS_PER_CALL): p90 2.6 ms in bench_neighbour
+CHUNK = 500  # elements per dh_push call. An element costs Redis about twice an ickadd member:
+# at 1000 a neighbour's p99.9 was 15-23 ms while the sink wrote, at 500 10 ms, at the same
+# throughput (bench/bench_neighbour.py)
 ON_DUPLICATE = ("keep", "replace", "error")
 
 Clock = Callable[[], int]
