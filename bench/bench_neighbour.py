@@ -14,8 +14,9 @@ Our redis-server and the probe run at ``--nice`` (default -10; needs root, else 
 left alone; 0 leaves them be): on this shared 2-core machine Spark's local[2] tasks and
 other work keep Redis waiting for a CPU (at nice 0: 2.1 s of a 3.4 s phase), and SLOWLOG
 counts the time a script spent preempted as time the call took (one HSET "took" 117 ms).
-The priority stands in, in part, for the core a production Redis has to itself; the rows
-"Redis waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, and the
+The priority stands in, in part, for the core a production Redis has to itself
+(``--own-core`` gives it one: Redis on the first CPU, the probe and Spark on the rest); the
+rows "Redis waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, and the
 ITEMS_PER_CALL sweep, run with Spark idle, gives the work a call does.
 
 (a) drain N members (``--members``, 1,000,000; ``--quick`` 50,000) through
@@ -196,6 +197,18 @@ def prioritize(pids: dict[str, int | None], nice: int) -> dict[str, Any]:
         except OSError as exc:
             done[name] = f"left alone: {exc}"
     return done
+
+
+def own_core(pid: int | None) -> dict[str, Any]:
+    """Give process ``pid`` (our redis-server) the first CPU of this process's and move
+    this process (and so the probe and Spark, started after) to the others: the core a
+    production Redis has to itself. Returns the CPUs of each, or why not."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if pid is None or len(cpus) < 2:
+        return {"left alone": f"pid {pid}, CPUs {cpus}"}
+    os.sched_setaffinity(pid, {cpus[0]})
+    os.sched_setaffinity(0, set(cpus[1:]))
+    return {"redis-server": [cpus[0]], "the rest": cpus[1:]}
 
 
 def quantiles(values: np.ndarray) -> dict[str, float]:
@@ -796,6 +809,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="pause of the probe between GETs (0: back to back)")
     parser.add_argument("--nice", type=int, default=-10,
                         help="nice value of our redis-server and probe (0: leave them be)")
+    parser.add_argument("--own-core", action="store_true",
+                        help="redis-server on a CPU of its own, the probe and Spark on the "
+                             "others (a production layout; SLOWLOG then counts no "
+                             "preemption by Spark)")
     parser.add_argument("--slowlog-us", type=int, default=100,
                         help="SLOWLOG threshold during the phases, in microseconds")
     parser.add_argument("--sizes", default=None,
@@ -816,6 +833,8 @@ def laboratory(args: argparse.Namespace, params: dict[str, Any]) -> Iterator[Lab
     with ExitStack() as stack:
         server = start_binary()
         stack.callback(server.stop)
+        if args.own_core:
+            params["own_core"] = own_core(server.process.pid if server.process else None)
         probe = Probe(server, args.probe_gap_us)
         stack.callback(probe.close)
         params["nice"] = prioritize({"redis-server": server.process.pid
