@@ -3,8 +3,9 @@
 -- micro-batch is several reservations, made by several calls).
 -- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed,
 --   size:<r> of each open reservation r, repeated: the last reservation that holds a
---   member an open one held already (one reader must fold them)}, KEYS[5] lease hash, KEYS[6] held hash (member ->
---   how many more open reservations hold it than the one that put it in the cset),
+--   member an open one held already (one reader must fold them)}, KEYS[5] lease hash,
+--   KEYS[6] held hash (member -> how many more open reservations hold it than the one
+--   that put it in the cset),
 --   KEYS[7] the manifest of reservation ARGV[6] + 1 (a list: member, score, ...)
 -- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
 --   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
