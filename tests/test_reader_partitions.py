@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark_ick import ShardedIck, scripts
+from pyspark_ick import Dehydrator, ShardedIck, scripts
+from pyspark_ick.spark.dehydrator import source_schema
+from pyspark_ick.spark.dehydrator import stream_reader as dehydrator_reader
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
 from pyspark_ick.spark.source import ShardRange, ShardRanges, group
 
@@ -90,5 +92,24 @@ def test_a_batch_with_a_member_reserved_twice_is_read_by_one_task(
     assert sorted(r["member"] for r in rows) == [f"m{i:02d}" for i in range(100)]
     m00 = [r for r in rows if r["member"] == "m00"]
     assert [(r["score"], r["reservation"] > start["0"] + 1) for r in m00] == [(0.0, True)]
+    reader.commit(end)
+    reader.stop()
+
+
+def test_a_big_claim_batch_of_one_shard_is_read_by_several_tasks(
+        client: Any, redis_url: str, monkeypatch: Any) -> None:
+    """Claims never fold (an id claimed twice was pushed twice): they always split."""
+    monkeypatch.setattr(scripts, "ITEMS_PER_CALL", 10)
+    Dehydrator(client, "dsplit").park([f"d{i:02d}" for i in range(100)], ["x"] * 100,
+                                      [0] * 100)
+    reader = dehydrator_reader({"redis.url": redis_url, "dehydrator": "dsplit",
+                                "minElementsPerPartition": "30"}, source_schema())
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    parts = reader.partitions(start, end)
+    assert sorted((p.start, p.end) for p in parts) == [
+        (start["0"] + a, start["0"] + b) for a, b in ((0, 3), (3, 6), (6, 10))]
+    ids = sorted(r["id"] for p in parts for b in reader.read(p) for r in b.to_pylist())
+    assert ids == [f"d{i:02d}" for i in range(100)]
     reader.commit(end)
     reader.stop()
