@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from packing import decode_rows
 
-from pyspark_ick import Dehydrator, IckConfigError, IckError, ShardCountError
+from pyspark_ick import Dehydrator, IckConfigError, IckError, ShardCountError, scripts
 from pyspark_ick.columns import pack_rows
 from pyspark_ick.dehydrator import pack_plain
 from pyspark_ick.keys import DehydratorKeys
@@ -306,3 +306,12 @@ def test_poll_returns_earliest_due_first_across_pages_and_shards(client, shards)
     assert d.xpoll() == [e.replace("e", "id") for e in expected]
     assert d.poll() == expected
     assert d.size() == 0
+
+
+@pytest.mark.parametrize("arg", [b"garbage", scripts.pack_strings([b"0", b"id"]),
+                                 scripts.pack_strings([b"soon", b"id", b"x"])])
+def test_dh_push_refuses_an_argument_that_is_not_whole_rows(client, arg):
+    keys = DehydratorKeys("malformed")
+    with pytest.raises(IckError, match=r"malformed.*not a msgpack array|time must be a number"):
+        scripts.run(client, "dh_push", keys.store, ["keep", "", "delay", arg])
+    assert client.exists(*keys.store) == 0

@@ -328,3 +328,14 @@ def test_a_pipeline_is_refused_with_a_clear_error(client: Any) -> None:
         with pytest.raises(IckConfigError, match="need a client, not a pipeline"):
             make()
     assert pipe.command_stack == []  # nothing was queued (or run)
+
+
+@pytest.mark.parametrize("arg", [b"garbage", scripts.pack_strings([b"1.5"]),
+                                 scripts.pack_strings([b"1.5", b"a", b"2.5"])])
+def test_ickadd_refuses_an_argument_that_is_not_whole_pairs(any_client: Any, arg: bytes
+                                                            ) -> None:
+    ick = Ick(any_client, "malformed")
+    with pytest.raises(IckScriptError, match=r"malformed/ick/\{malformed\}/pset: ARGV\[1\] "
+                                             "is not a msgpack array of score, member"):
+        scripts.run(any_client, "ickadd", ick.keys.base, [arg])
+    assert any_client.exists(*ick.keys.base) == 0  # not even the version flag
