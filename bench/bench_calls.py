@@ -19,7 +19,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench_core import server_cpu
 from common import Report
@@ -42,17 +42,31 @@ def median_us(calls: dict[str, Callable[[int], Any]], n: int) -> dict[str, float
     return {name: statistics.median(s) * 1e6 for name, s in samples.items()}
 
 
-def server_us(client: Any, commands: tuple[str, ...], run: Callable[[], Any], cpu: bool = False
-              ) -> Any:
-    """Redis time (us) spent in ``commands`` while ``run()`` runs (INFO commandstats); with
-    ``cpu``, also the server's CPU time (us, INFO cpu: parsing the commands included)."""
+class Spent(NamedTuple):
+    usec: float  # Redis time in the commands (INFO commandstats)
+    cpu: float  # the server's CPU time, parsing the commands included (INFO cpu), in us
+
+
+def server_us(client: Any, commands: tuple[str, ...], run: Callable[[], Any]) -> Spent:
+    """What Redis spent on ``commands`` while ``run()`` ran."""
     client.config_resetstat()
     before = server_cpu(client)
     run()
-    spent = (server_cpu(client) - before) * 1e6
+    cpu = (server_cpu(client) - before) * 1e6
     stats = client.info("commandstats")
-    usec = float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands))
-    return (usec, spent) if cpu else usec
+    return Spent(float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands)),
+                 cpu)
+
+
+def bulk_rows(report: Report, raw_name: str, name: str, raw: Spent, ours: Spent, items: int,
+              maximum: float | None = None) -> None:
+    """Per item, ours against raw: Redis time, then INFO cpu."""
+    report.add(f"{raw_name}, per item", raw.usec / items, "us Redis")
+    report.compare(f"{name}, per item", ours.usec / items, "us Redis", f"{raw_name}, per item",
+                   maximum=maximum)
+    report.add(f"{raw_name}, INFO cpu", raw.cpu / items, "us CPU")
+    report.compare(f"{name}, INFO cpu", ours.cpu / items, "us CPU", f"{raw_name}, INFO cpu",
+                   maximum=maximum)
 
 
 def bench_calls(report: Report, client: Any, n: int) -> None:
@@ -83,9 +97,9 @@ def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
     d = Dehydrator(client, "server")
     raw = server_us(client, ("zadd", "hset"), lambda: [
         (client.zadd("rawz", {f"r{i}": 1.0}), client.hset("rawh", f"r{i}", "element"))
-        for i in range(n)])
+        for i in range(n)]).usec
     push = server_us(client, ("evalsha",),
-                     lambda: [d.push(f"s{i}", "element", HOUR) for i in range(n)])
+                     lambda: [d.push(f"s{i}", "element", HOUR) for i in range(n)]).usec
     report.add("raw ZADD + HSET, one element", raw / n, "us Redis")
     row = report.compare("dh_push, one element", push / n, "us Redis",
                          "raw ZADD + HSET, one element")
@@ -105,20 +119,14 @@ def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
         pipe.execute()
 
     bulk_d = Dehydrator(client, "bulk")
-    (raw, raw_cpu), (park, park_cpu) = (
-        server_us(client, ("zadd", "hset"), raw_bulk, cpu=True),
-        server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk),
-                  cpu=True))
-    report.add("raw pipelined ZADD + HSET, per element", raw / bulk, "us Redis")
-    report.compare("dh_push in bulk, per element", park / bulk, "us Redis",
-                   "raw pipelined ZADD + HSET, per element", maximum=1.2)
-    report.add("raw pipelined ZADD + HSET, INFO cpu", raw_cpu / bulk, "us CPU")
-    report.compare("dh_push in bulk, INFO cpu", park_cpu / bulk, "us CPU",
-                   "raw pipelined ZADD + HSET, INFO cpu", maximum=1.2)
+    bulk_rows(report, "raw pipelined ZADD + HSET", "dh_push in bulk",
+              server_us(client, ("zadd", "hset"), raw_bulk),
+              server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk)),
+              bulk, maximum=1.2)
     time.sleep(0.01)  # every element is due
-    poll = server_us(client, ("evalsha",), bulk_d.poll)
+    poll = server_us(client, ("evalsha",), bulk_d.poll).usec
     raw = server_us(client, ("zrange", "hmget", "zremrangebyrank", "hdel"),
-                    lambda: raw_poll(client, "bulkz", "bulkh"))
+                    lambda: raw_poll(client, "bulkz", "bulkh")).usec
     report.add("raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element", raw / bulk,
                "us Redis")
     row = report.compare("poll (dh_take), per element", poll / bulk, "us Redis",
@@ -163,14 +171,9 @@ def bench_ickadd(report: Report, client: Any, bulk: int) -> None:
         pipe.execute()
 
     scripts.ensure_loaded(client, "ickadd")
-    (raw, raw_cpu), (ours, ours_cpu) = (server_us(client, ("zadd",), raw_bulk, cpu=True),
-                                        server_us(client, ("evalsha",), ickadd, cpu=True))
-    report.add("raw pipelined ZADD LT, per member", raw / bulk, "us Redis")
-    report.compare("ickadd in bulk, per member", ours / bulk, "us Redis",
-                   "raw pipelined ZADD LT, per member")
-    report.add("raw pipelined ZADD LT, INFO cpu", raw_cpu / bulk, "us CPU")
-    report.compare("ickadd in bulk, INFO cpu", ours_cpu / bulk, "us CPU",
-                   "raw pipelined ZADD LT, INFO cpu")
+    bulk_rows(report, "raw pipelined ZADD LT", "ickadd in bulk",
+              server_us(client, ("zadd",), raw_bulk), server_us(client, ("evalsha",), ickadd),
+              bulk)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ end
 local got = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
 if #got == 0 then return {head, 0, pending} end
 redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)
-local again = 0
+local again = false
 if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
   local members = {}
   for i = 1, #got, 2 do members[#members + 1] = got[i] end
@@ -50,7 +50,7 @@ if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and res
     for k = first, last do
       if held[k - first + 1] then
         redis.call('HINCRBY', KEYS[6], members[k], 1)
-        again = again + 1
+        again = true
       end
     end
   end
@@ -59,5 +59,5 @@ zadd_lt(cset, flip(got), 1, #got)
 call_chunked('RPUSH', KEYS[7], got, 1, #got)
 head = head + 1
 redis.call('HSET', rlog, 'reserved', head, 'size:' .. head, #got / 2)
-if again > 0 then redis.call('HSET', rlog, 'repeated', head) end
+if again then redis.call('HSET', rlog, 'repeated', head) end
 return {head, #got / 2, pending + #got / 2}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from . import scripts
 from .connection import Client
 from .errors import IckConfigError, ShardCountError
-from .ick import check_client, number_text, text
+from .ick import as_bytes, check_client, number_text, text
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .lease import Fence, Lease
 from .reservations import (
@@ -47,7 +47,7 @@ ON_DUPLICATE = ("keep", "replace", "error")
 Clock = Callable[[], int]
 
 
-def pack_plain(ids: Sequence[str], elements: Sequence[bytes], times: Sequence[float],
+def pack_plain(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float],
                chunk: int = CHUNK) -> list[bytes]:
     """dh_push's rows arguments (``scripts.pack_strings``: time, id, element per row),
     ``chunk`` rows each (the plain client's path: no numpy or pyarrow; the Spark sink
@@ -56,8 +56,7 @@ def pack_plain(ids: Sequence[str], elements: Sequence[bytes], times: Sequence[fl
     for first in range(0, len(ids), chunk):
         values: list[bytes] = []
         for i in range(first, min(first + chunk, len(ids))):
-            values += (number_text(times[i]), ids[i].encode("utf-8", "surrogateescape"),
-                       elements[i])
+            values += (number_text(times[i]), as_bytes(ids[i]), as_bytes(elements[i]))
         out.append(scripts.pack_strings(values))
     return out
 
@@ -168,9 +167,7 @@ class Dehydrator:
     def push(self, id: Any, element: str | bytes, ttl_ms: int) -> None:
         """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
         key = text(id)  # one dh_push call straight away: park's grouping costs ~10 us a call
-        data = element if type(element) is bytes else str(element).encode(
-            "utf-8", "surrogateescape")
-        row = pack_plain([key], [data], [check_ttl(ttl_ms)])[0]  # checks before Redis
+        row = pack_plain([key], [element], [check_ttl(ttl_ms)])[0]  # checks before Redis
         self.check_shards()
         scripts.run(self.client, "dh_push", self.keys_of(key).store,
                     ["error", self._now(), "delay", row],
@@ -200,14 +197,12 @@ class Dehydrator:
         stamps = check_times(times)
         if not ids:
             return (0, 0)
-        groups: dict[int, tuple[list[str], list[bytes], list[float]]] = {}
+        groups: dict[int, tuple[list[str], list[Any], list[float]]] = {}
         for id, element, stamp in zip(ids, elements, stamps, strict=True):
             key = id if type(id) is str else text(id)
-            data = element if type(element) is bytes else str(element).encode(
-                "utf-8", "surrogateescape")
             group = groups.setdefault(self.shard_of(key), ([], [], []))
             group[0].append(key)
-            group[1].append(data)
+            group[1].append(element)
             group[2].append(stamp)
         chunk = min(chunk, scripts.ITEMS_PER_CALL)
         return self._push({shard: pack_plain(*rows, chunk) for shard, rows in groups.items()},

@@ -24,6 +24,12 @@ def text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
+def as_bytes(value: Any) -> bytes:
+    """A member, id or element as the bytes a script gets: bytes as they are, anything
+    else its UTF-8 text (surrogate escapes round trip with ``text``)."""
+    return value if type(value) is bytes else str(value).encode("utf-8", "surrogateescape")
+
+
 def pairs(flat: Sequence[Any]) -> Pairs:
     """``[m1, s1, m2, s2, ...]`` -> ``[(m1, s1), ...]`` with str members, float scores."""
     return [(text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
@@ -47,8 +53,7 @@ def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
             if member is None:
                 raise IckConfigError("a member must not be None (it would be stored as "
                                      "the text 'None')")
-            values += (number_text(score), member if type(member) is bytes else
-                       str(member).encode("utf-8", "surrogateescape"))
+            values += (number_text(score), as_bytes(member))
     except IckConfigError:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:
