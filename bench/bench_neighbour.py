@@ -10,13 +10,18 @@ to back it does ~90,000 GET/s and takes one of this 2-core machine's cores plus 
 Redis's, which would slow the measured workloads and, through them, the throughput ratios.
 Any call holding Redis longer than the gap delays a GET, so no stall goes unseen.
 
-Our redis-server and the probe run at ``--nice`` (default -10; needs root, else they are
-left alone; 0 leaves them be): on this shared 2-core machine Spark's local[2] tasks and
-other work keep Redis waiting for a CPU (at nice 0: 2.1 s of a 3.4 s phase), and SLOWLOG
-counts the time a script spent preempted as time the call took (one HSET "took" 117 ms).
-The priority stands in, in part, for the core a production Redis has to itself
-(``--own-core`` gives it one: Redis on the first CPU, the probe and Spark on the rest); the
-rows "Redis waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, and the
+Every thread of our redis-server and the probe runs at ``--nice`` (default -20; needs
+root, else they are left alone; 0 leaves them be): on this shared 2-core machine Spark's
+local[2] tasks and other work keep Redis waiting for a CPU (at nice 0: 2.1 s of a 3.4 s
+phase), and SLOWLOG counts the time a script spent preempted as time the call took (one
+HSET "took" 117 ms). perf's sched_switch stacks of the calls still over 10 ms showed why
+-10 on the main thread alone was not enough: the main thread waited 10 ms on a jemalloc
+lock held by jemalloc's purging thread, left at 0 and preempted by Spark; and at -10 on
+every thread, Spark's threads still preempted it for 4-7 ms at a time, twice in one call.
+(SCHED_FIFO was worse: calls that grow memory took 20-55 ms, raw ZADD as well.)
+The priority stands in for the core a production Redis has to itself (``--own-core``
+gives it one: Redis on the first CPU, the probe and Spark on the rest); the rows "Redis
+waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, and the
 ITEMS_PER_CALL sweep, run with Spark idle, gives the work a call does.
 
 (a) drain N members (``--members``, 1,000,000; ``--quick`` 50,000) through
@@ -185,14 +190,16 @@ def run_queue_wait(pid: int | None) -> float:
 
 
 def prioritize(pids: dict[str, int | None], nice: int) -> dict[str, Any]:
-    """Set the nice value of processes ``pids`` (ours: the server, the probe); returns
-    what was set, or why not."""
+    """Set the nice value of every thread of processes ``pids`` (ours: the server, the
+    probe); returns what was set, or why not. Every thread: Linux keeps a nice value per
+    thread, and Redis's main thread waits on locks its other threads hold (jemalloc's)."""
     done: dict[str, Any] = {}
     for name, pid in pids.items():
         if pid is None or nice == 0:
             continue
         try:
-            os.setpriority(os.PRIO_PROCESS, pid, nice)
+            for task in os.listdir(f"/proc/{pid}/task"):
+                os.setpriority(os.PRIO_PROCESS, int(task), nice)
             done[name] = nice
         except OSError as exc:
             done[name] = f"left alone: {exc}"
@@ -506,10 +513,14 @@ def dehydrate(lab: Lab, n: int, rep: int) -> int:
 
 
 def warm_up(lab: Lab, n: int) -> None:
-    """Every workload once, small and unmeasured: Python workers, JIT, script loads."""
+    """Every workload once, small and unmeasured: Python workers, JIT, script loads.
+    The reads are cut into several tasks, so that every task slot's Python worker starts
+    here: with one, the 1-shard drain started the second worker, a second or so of its
+    four."""
     with reader_shards(8):
         bench_reader.load(lab.client, "warm", n)
-        run_available_now(bench_reader.stream(lab.spark, lab.url, "warm"))
+        run_available_now(bench_reader.stream(lab.spark, lab.url, "warm",
+                                              minMembersPerPartition=n // 8))
     df = writer_frame(lab.spark, n)
     df.write.format("ick").option("redis.url", lab.url).option("ick", "warmw") \
         .mode("append").save()
@@ -520,7 +531,8 @@ def warm_up(lab: Lab, n: int) -> None:
         .format("dehydrator").option("redis.url", lab.url).option("dehydrator", "warmd") \
         .option("delay", "0ms").mode("append").save()
     run_available_now(lab.spark.readStream.format("dehydrator")
-                      .option("redis.url", lab.url).option("dehydrator", "warmd").load())
+                      .option("redis.url", lab.url).option("dehydrator", "warmd")
+                      .option("minElementsPerPartition", n // 8).load())
     lab.admin.flushall()
 
 
@@ -815,8 +827,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="the idle baseline's length (default 10; --quick 3)")
     parser.add_argument("--probe-gap-us", type=float, default=100.0,
                         help="pause of the probe between GETs (0: back to back)")
-    parser.add_argument("--nice", type=int, default=-10,
-                        help="nice value of our redis-server and probe (0: leave them be)")
+    parser.add_argument("--nice", type=int, default=-20,
+                        help="nice value of every thread of our redis-server and probe "
+                             "(0: leave them be)")
     parser.add_argument("--own-core", action="store_true",
                         help="redis-server on a CPU of its own, the probe and Spark on the "
                              "others (a production layout; SLOWLOG then counts no "
