@@ -45,6 +45,9 @@ client calls) timing rlog_reserve, log_read, rlog_commit, dh_claim, dh_commit an
 the same chunk size, ickadd and dh_push, per call by SLOWLOG on an N-deep queue (p90 of
 ``--calls`` calls), with the largest value that keeps a call within ~5 ms.
 The load averages at the start and the end tell how busy the shared machine was.
+Three rounds by default: throughput is the best round of each workload, because one
+round's ratio moved between 0.61 and 0.79 on the same code within a day (the raw loop
+alone between 2.6 and 3.1 s); the probe and SLOWLOG count every round.
 
 Run: ``python bench/bench_neighbour.py [--quick] [--members N] [--repeat R]``. Starts its
 own redis-server on a free 127.0.0.1 port and one SparkSession; writes
@@ -821,8 +824,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 50,000 members")
     parser.add_argument("--members", type=int, default=None,
                         help="members per phase (default 1,000,000; --quick 50,000)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="rounds of the phases (throughput: the best)")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="rounds of the phases, alternating raw and connector "
+                             "(throughput: the best of each; default 3, --quick 1)")
     parser.add_argument("--idle-seconds", type=float, default=None,
                         help="the idle baseline's length (default 10; --quick 3)")
     parser.add_argument("--probe-gap-us", type=float, default=100.0,
@@ -841,6 +845,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=20, help="sweep calls per script and size")
     args = parser.parse_args(argv)
     args.members = args.members or (50_000 if args.quick else 1_000_000)
+    args.repeat = args.repeat or (1 if args.quick else 3)
     args.idle_seconds = args.idle_seconds or (3.0 if args.quick else 10.0)
     args.sizes = [int(s) for s in (args.sizes or ("1000,2000,4000" if args.quick
                                                   else "500,1000,2000,4000,8000")).split(",")]
