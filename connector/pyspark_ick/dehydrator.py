@@ -166,7 +166,8 @@ class Dehydrator:
 
     def push(self, id: Any, element: str | bytes, ttl_ms: int) -> None:
         """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
-        key = text(id)  # one dh_push call straight away: park's grouping costs ~10 us a call
+        key = text(id)  # one dh_push call straight away: park's grouping costs ~10 us a
+        # call, and even _push's 4 us (1.25x against 1.21x a raw EVALSHA, bench_calls)
         row = pack_plain([key], [element], [check_ttl(ttl_ms)])[0]  # checks before Redis
         self.check_shards()
         scripts.run(self.client, "dh_push", self.keys_of(key).store,
