@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from bench_core import server_cpu
+from bench_dehydrator import raw_poll, raw_push, redis_ms
 from common import Report
 
 from pyspark_ick import Dehydrator, Ick, connect, scripts
@@ -109,41 +110,22 @@ def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
     ids = [f"{rng.getrandbits(128):032x}" for _ in range(bulk)]
     elements = [f'{{"doc": {i}, "body": "{"x" * 80}"}}' for i in range(bulk)]
 
-    def raw_bulk() -> None:
-        pipe = client.pipeline(transaction=False)
-        due = int(time.time() * 1000) + 1
-        for first in range(0, bulk, 500):
-            part = range(first, min(bulk, first + 500))
-            pipe.zadd("bulkz", dict.fromkeys((ids[i] for i in part), due))
-            pipe.hset("bulkh", mapping={ids[i]: elements[i] for i in part})
-        pipe.execute()
-
     bulk_d = Dehydrator(client, "bulk")
     bulk_rows(report, "raw pipelined ZADD + HSET", "dh_push in bulk",
-              server_us(client, ("zadd", "hset"), raw_bulk),
+              server_us(client, ("zadd", "hset"), lambda: raw_push(
+                  client, "rawbulk", ids, elements, redis_ms(client) + 1)),
               server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk)),
               bulk, maximum=1.2)
     time.sleep(0.01)  # every element is due
     poll = server_us(client, ("evalsha",), bulk_d.poll).usec
     raw = server_us(client, ("zrange", "hmget", "zremrangebyrank", "hdel"),
-                    lambda: raw_poll(client, "bulkz", "bulkh")).usec
+                    lambda: raw_poll(client, "rawbulk")).usec
     report.add("raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element", raw / bulk,
                "us Redis")
     row = report.compare("poll (dh_take), per element", poll / bulk, "us Redis",
                          "raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element")
     row.target, row.ok = "<= 1.0 us", poll / bulk <= 1.0
     bench_ickadd(report, client, bulk)
-
-
-def raw_poll(client: Any, due: str, elements: str) -> None:
-    """What poll does, sent by the client: the due ids 1,000 at a time, their elements,
-    and both removed (the commands' own Redis time, without a script around them)."""
-    while ids := client.zrange(due, "-inf", "+inf", byscore=True, offset=0, num=CHUNK):
-        pipe = client.pipeline(transaction=False)
-        pipe.hmget(elements, ids)
-        pipe.zremrangebyrank(due, 0, len(ids) - 1)
-        pipe.hdel(elements, *ids)
-        pipe.execute()
 
 
 def bench_ickadd(report: Report, client: Any, bulk: int) -> None:
