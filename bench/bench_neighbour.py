@@ -575,7 +575,7 @@ def bench_memory(lab: Lab, n: int) -> dict[str, float]:
     queued = used_memory(admin)
     log = ReservationLog(lab.client, "memory")
     token = log.lease.acquire("bench", TTL_MS)
-    _, moved = log.reserve(None, 0, token)
+    moved = log.reserve(None, 0, token).moved
     assert moved == n, (moved, n)
     reserved = used_memory(admin)
     admin.flushall()
@@ -615,7 +615,7 @@ def sweep_ick(lab: Lab, size: int, calls: int) -> dict[str, list[int]]:
     token = log.lease.acquire("sweep", TTL_MS)
     _, after = log.counters()
     lab.admin.slowlog_reset()
-    head, moved = log.reserve(size * calls, after, token)
+    head, moved, _ = log.reserve(size * calls, after, token)
     assert moved == size * calls, (moved, size, calls)
     log.read(after, head)
     log.commit(head, token)

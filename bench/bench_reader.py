@@ -55,7 +55,7 @@ def raw_drain(client: Any, name: str, batch: int = 10_000) -> int:
     while busy:
         busy = False
         for i, log in enumerate(logs):
-            number, moved = log.reserve(batch, numbers[i], tokens[i])
+            number, moved, _ = log.reserve(batch, numbers[i], tokens[i])
             if moved:
                 busy = True
                 got += sum(len(flat) // 2 for _, flat in log.read(numbers[i], number))

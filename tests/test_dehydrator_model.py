@@ -168,9 +168,9 @@ def test_dehydrator_matches_model(client, monkeypatch):
             got = log.reserve(limit, last, self.tokens[shard])
             if take:
                 self.claims[shard].append([(id, due, self.live.pop(id)[1]) for due, id in take])
-                assert got == (last + 1, len(take))
+                assert got == (last + 1, len(take), len(take))
             else:
-                assert got == (last, 0)
+                assert got == (last, 0, 0)
 
         @precondition(lambda self: any(self.claims))
         @rule(shard=st.integers(0, SHARDS - 1), data=st.data())

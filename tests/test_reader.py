@@ -97,7 +97,7 @@ def test_snapshot_reader_shows_both_sets(spark, redis_url, client):
     shard = ick.shard_of("m0")
     log = ReservationLog(client, f"snap:{shard}")
     token = log.lease.acquire("t", 10_000)
-    number, moved = log.reserve(2, 0, token)
+    number, moved, _ = log.reserve(2, 0, token)
     def base() -> Any:  # a fresh reader each time: .schema() changes the reader it is given
         return spark.read.format("ick").option("redis.url", redis_url).option("ick", "snap") \
             .option("shards", 2)
@@ -210,7 +210,7 @@ def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
     reader = stream_reader({"redis.url": redis_url, "ick": "twice"}, STREAM_SCHEMA)
     start = reader.initialOffset()
     logs, fence = reader._driver(), reader._fences[0]
-    assert logs[0].reserve(1, start["0"], fence) == (start["0"] + 1, 1)  # R: hot
+    assert logs[0].reserve(1, start["0"], fence) == (start["0"] + 1, 1, 1)  # R: hot
     ick.add({"hot": 5.0})  # dirty again while in flight
     end = {"0": logs[0].reserve(3, start["0"], fence)[0]}  # R+1: cold, hot
     assert end["0"] == start["0"] + 2

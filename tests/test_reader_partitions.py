@@ -61,7 +61,7 @@ def one_shard_batch(client: Any, redis_url: str, name: str, monkeypatch: Any,
     start = reader.initialOffset()
     if dirty_again:
         log, fence = reader._driver()[0], reader._fences[0]
-        assert log.reserve(1, start["0"], fence) == (start["0"] + 1, 1)
+        assert log.reserve(1, start["0"], fence) == (start["0"] + 1, 1, 1)
         ick.add({"m00": 50.5})
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     return reader, start, end, reader.partitions(start, end)

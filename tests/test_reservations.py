@@ -42,19 +42,21 @@ class LogModel:
     def add(self, member: str, score: float) -> None:
         self.pset[member] = min(self.pset.get(member, score), score)
 
-    def reserve(self, limit: int | None, after: int) -> tuple[int, int]:
+    def reserve(self, limit: int | None, after: int) -> tuple[int, int, int]:
+        """(last reservation, members moved, members in the reservations past after)."""
         if limit is None:
             limit = len(self.pset) + sum(len(m) for m in self.manifests.values())
-        limit -= sum(len(self.manifests.get(r, {})) for r in range(after + 1, self.reserved + 1))
+        pending = sum(len(self.manifests.get(r, {})) for r in range(after + 1, self.reserved + 1))
+        limit -= pending
         if limit <= 0 or not self.pset:
-            return self.reserved, 0
+            return self.reserved, 0, pending
         taken = sorted(self.pset.items(), key=order)[:limit]
         self.reserved += 1
         self.manifests[self.reserved] = dict(taken)
         for member, score in taken:
             del self.pset[member]
             self.cset[member] = min(self.cset.get(member, score), score)
-        return self.reserved, len(taken)
+        return self.reserved, len(taken), pending + len(taken)
 
     def commit(self, through: int) -> int:
         through = min(through, self.reserved)
@@ -134,10 +136,10 @@ def test_a_big_reserve_is_many_bounded_reservations(client):
     log = ReservationLog(client, "big")
     token = log.lease.acquire("me", TTL)
     per_call = scripts.ITEMS_PER_CALL
-    last, moved = log.reserve(None, 0, token)
-    assert (last, moved) == (-(-20_000 // per_call), 20_000)
+    last, moved, pending = log.reserve(None, 0, token)
+    assert (last, moved, pending) == (-(-20_000 // per_call), 20_000, 20_000)
     ick.add({"m00007": -1.0})  # re-dirtied while in flight
-    assert log.reserve(10, last, token) == (last + 1, 1)
+    assert log.reserve(10, last, token) == (last + 1, 1, 1)
     entries = log.read(0, last)
     assert [r for r, _ in entries] == list(range(1, last + 1))
     assert max(len(flat) // 2 for _, flat in entries) == per_call
@@ -181,14 +183,14 @@ def test_lease_refuses_a_second_owner_and_fences_the_old_token(any_client):
         log.commit(0, first)
     with pytest.raises(LeaseError, match="lost its lease"):
         log.lease.renew(first)
-    assert log.reserve(10, 0, again) == (1, 1)
+    assert log.reserve(10, 0, again) == (1, 1, 1)
 
 
 def test_lease_expires_and_the_stale_consumer_cannot_commit(client):
     Ick(client, "x").add({"a": 1, "b": 2})
     log = ReservationLog(client, "x")
     old = log.lease.acquire("old", 200)
-    assert log.reserve(1, 0, old) == (1, 1)
+    assert log.reserve(1, 0, old) == (1, 1, 1)
     with pytest.raises(LeaseBusy):
         log.lease.acquire("new", 200)
     started = time.monotonic()

@@ -122,7 +122,7 @@ def test_acl_user_runs_the_reservation_log(acl_url, client):
     Ick(restricted, "dirty_docs").add({"a": 1, "b": 2})
     log = ReservationLog(restricted, "dirty_docs")
     token = log.lease.acquire("indexer", 30_000)
-    last, moved = log.reserve(None, 0, token)
+    last, moved, _ = log.reserve(None, 0, token)
     assert moved == 2 and [r for r, _ in log.read(0, last)] == [last]
     assert log.describe()["lease_owner"] == "indexer"
     assert log.commit(last, token) == last
@@ -141,7 +141,7 @@ def test_acl_user_runs_the_dehydrator(acl_url, client):
     assert parked.look("later") == "in an hour" and parked.ttn() == 0
     claims = parked.claim_log(parked.shard_of("due"))
     token = claims.lease.acquire("source", 30_000)
-    last, moved = claims.reserve(None, 0, token)
+    last, moved, _ = claims.reserve(None, 0, token)
     assert moved == 1 and [element for _, _, element in claims.read(0, last)] == ["now"]
     assert claims.commit(last, token) == last
     assert parked.pull("later") == "in an hour" and parked.ttn() == -1

@@ -28,6 +28,7 @@ from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, sha
 from .lease import Fence, Lease
 from .reservations import (
     KEYS_PER_CALL,
+    Reserved,
     commit_calls,
     fence_args,
     log_counters,
@@ -375,12 +376,12 @@ class ClaimLog:
                                                    self.label)
         return self._head, self._committed
 
-    def reserve(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
         """Claim up to ``limit`` due elements (None: all) into new claims, at most
         ``scripts.ITEMS_PER_CALL`` per call and claim.
 
-        Claims past ``after`` that exist already count against ``limit``. Returns (last
-        claim number, elements moved); LeaseError when ``fence`` lost the lease.
+        Claims past ``after`` that exist already count against ``limit``; LeaseError when
+        ``fence`` lost the lease.
         """
         k = self.keys
 
@@ -393,8 +394,9 @@ class ClaimLog:
                                what=self.label)
 
         start = max(self._head if self._head is not None else self.counters()[0], after)
-        self._head, moved = reserve_calls(call, start, limit, self.label)
-        return self._head, moved
+        done = reserve_calls(call, start, limit, self.label)
+        self._head = done.head
+        return done
 
     def repeated(self) -> int:
         """0: claims are read apart freely (an id claimed twice was pushed twice, and both

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import scripts
 from .connection import Client
@@ -35,6 +35,16 @@ from .lease import Fence, Lease
 logger = logging.getLogger("pyspark_ick.reservations")
 
 KEYS_PER_CALL = 16  # manifests one read or commit call names at most
+
+
+class Reserved(NamedTuple):
+    """What a reserve (or claim) did: the log's last number, the items this call moved,
+    and the items in all the reservations past the caller's ``after`` (moved now or
+    before)."""
+
+    head: int
+    moved: int
+    pending: int
 
 
 class ReservationLog:
@@ -54,12 +64,12 @@ class ReservationLog:
                                                    self.label)
         return self._head, self._committed
 
-    def reserve(self, limit: int | None, after: int, fence: Fence) -> tuple[int, int]:
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
         """Move up to ``limit`` members (None: all) into new reservations, at most
         ``scripts.ITEMS_PER_CALL`` per call and reservation.
 
-        Reservations past ``after`` that exist already count against ``limit``. Returns
-        (last reservation number, members moved); LeaseError when ``fence`` lost the lease.
+        Reservations past ``after`` that exist already count against ``limit``; LeaseError
+        when ``fence`` lost the lease.
         """
         k = self.keys
 
@@ -71,8 +81,9 @@ class ReservationLog:
                                args, what=self.label)
 
         start = max(self._head if self._head is not None else self.counters()[0], after)
-        self._head, moved = reserve_calls(call, start, limit, self.label)
-        return self._head, moved
+        done = reserve_calls(call, start, limit, self.label)
+        self._head = done.head
+        return done
 
     def repeated(self) -> int:
         """The last reservation holding a member that an earlier open one holds too (a
@@ -127,14 +138,13 @@ def log_counters(client: Client, log_key: str, head_field: str, label: str) -> t
 
 
 def reserve_calls(call: Callable[[int, int], Sequence[Any]], head: int, limit: int | None,
-                  label: str) -> tuple[int, int]:
+                  label: str) -> Reserved:
     """The client side of a bounded reserve (or claim): ``call(head, pending)`` runs one
     script call into number ``head + 1`` and replies ``[head, moved, pending]``, pending
     being what is reserved past the batch's start (the caller passes the last reply's, so
     only the first call counts the open reservations; -1: count). Calls until the limit is
     reached or a call moves less than ITEMS_PER_CALL; a call that finds the log at another
-    head (moved -1: a replayed call whose reply was lost) is made again from it.
-    Returns (last number, members moved)."""
+    head (moved -1: a replayed call whose reply was lost) is made again from it."""
     moved = stale = 0
     pending = -1
     while True:
@@ -145,7 +155,7 @@ def reserve_calls(call: Callable[[int, int], Sequence[Any]], head: int, limit: i
             continue
         moved += got
         if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
-            return head, moved
+            return Reserved(head, moved, pending)
 
 
 def commit_calls(call: Callable[[int], Sequence[Any]], committed: int, through: int,
