@@ -630,7 +630,7 @@ def sweep_dehydrator(lab: Lab, size: int, calls: int) -> dict[str, list[int]]:
     token = claims.lease.acquire("sweep", TTL_MS)
     _, after = claims.counters()
     lab.admin.slowlog_reset()
-    head, moved = claims.reserve(size * calls, after, token)
+    head, moved, _ = claims.reserve(size * calls, after, token)
     assert moved == size * calls, (moved, size, calls)
     claims.read(after, head)
     claims.commit(head, token)

@@ -163,7 +163,7 @@ def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
     end = time.time() + seconds
     while time.time() < end:
         for i, log in enumerate(logs):
-            number, moved = log.reserve(100_000, numbers[i], tokens[i])
+            number, moved, _ = log.reserve(100_000, numbers[i], tokens[i])
             if moved:
                 for _, flat in log.read(numbers[i], number):
                     now = time.time()
