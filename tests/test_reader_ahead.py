@@ -3,6 +3,7 @@ one Spark runs is reserved in the background, and the one before it committed.""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -40,8 +41,9 @@ def test_a_draining_backlog_is_reserved_one_batch_ahead(client: Any, redis_url: 
             break
         waiting = 100 - len(delivered) - 30
         if waiting > 0:  # a full batch with more waiting: the next one is reserved ahead
-            wait_until(lambda e=end["0"], w=waiting: describe(client, "ahead")[
-                "last_reserved"] == e + -(-min(w, 30) // 10), what="the batch ahead")
+            ahead = math.ceil(min(waiting, 30) / 10)  # reservations of 10
+            wait_until(lambda e=end["0"], r=ahead: describe(client, "ahead")[
+                "last_reserved"] == e + r, what="the batch ahead")
         batch = members(reader, start, end)
         assert len(batch) == min(30, 100 - len(delivered))
         delivered += batch

@@ -210,7 +210,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._budget: list[int] | None = None
         self._rotation = 0
         self._latest: Offset | None = None
-        self._moved: list[int] = []  # items per shard in the last latestOffset's ranges
+        self._sizes: list[int] = []  # items per shard in the last latestOffset's ranges
         self._committed: list[int] = []  # known committed number per shard (skip no-ops)
         self._lost: LeaseError | None = None
         self._ahead: Ahead | None = None
@@ -314,12 +314,12 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         ahead = self._finish_ahead(after)
         if ahead is None:
             self._commit(after)
-        numbers, sizes = self._reserve(after, limit, ahead or [0] * self.shards)
+        numbers, sizes = self._reserve(after, limit, ahead)
         if isinstance(limit, ReadMaxRows):
             self._rotation = (self._rotation + 1) % self.shards
         protocol_point("after_reserve")
         self._latest = {str(i): numbers[i] for i in range(self.shards)}
-        self._moved = sizes
+        self._sizes = sizes
         if self._backlogged(sizes, limit):
             self._start_ahead(after, numbers, limit)
         elif ahead is not None:
@@ -327,7 +327,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         logger.debug("latestOffset %s %r %s", start, limit, self._latest)
         return self._latest
 
-    def _reserve(self, after: list[int], limit: ReadLimit, held: list[int]
+    def _reserve(self, after: list[int], limit: ReadLimit, held: list[int] | None = None
                  ) -> tuple[list[int], list[int]]:
         """Reserve each shard's share of ``limit`` past ``after`` (``held``: items of those
         ranges reserved and budgeted already, by the job ahead); returns (last numbers,
@@ -342,7 +342,8 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         numbers, sizes = list(after), [0] * self.shards
 
         def reserve(i: int, want: int | None) -> None:
-            done = logs[i].reserve(self._cap(i, want, held[i]), after[i], self._fences[i])
+            done = logs[i].reserve(self._cap(i, want, held[i] if held else 0), after[i],
+                                   self._fences[i])
             numbers[i], sizes[i] = done.head, done.pending
             if self._budget is not None:
                 self._budget[i] -= done.moved
@@ -382,18 +383,18 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         def job() -> list[int]:
             self._commit(done)
-            return self._reserve(end, limit, [0] * self.shards)[1]
+            return self._reserve(end, limit)[1]
 
         self._ahead = Ahead(job, done, end)
 
     def _finish_ahead(self, after: list[int] | None = None) -> list[int] | None:
         """Wait for the job ahead (re-raising its error); None when there was none, else
-        the items it reserved past ``after`` (0s if it reserved past another offset)."""
+        the items it reserved past ``after`` (none if it reserved past another offset)."""
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             return None
         sizes = ahead.result()
-        return sizes if after == ahead.end else [0] * self.shards
+        return sizes if after == ahead.end else []
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         """The last offset and the backlog, for query.lastProgress["sources"][i]
@@ -418,13 +419,13 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             first, last = int(start.get(str(i), 0)), int(end.get(str(i), 0))
             if last > first:
                 ranges[i] = ShardRange(i, first, last)
-        if end != self._latest or len(self._moved) != self.shards:  # sizes unknown
+        if end != self._latest or len(self._sizes) != self.shards:  # sizes unknown
             return list(ranges.values())
         pieces: list[ShardRange] = []
         sizes: dict[int, int] = {}
         for i, whole in ranges.items():
-            for piece in self._split(whole, self._moved[i]):
-                sizes[len(pieces)] = self._moved[i] * (piece.end - piece.start) // (
+            for piece in self._split(whole, self._sizes[i]):
+                sizes[len(pieces)] = self._sizes[i] * (piece.end - piece.start) // (
                     whole.end - whole.start)
                 pieces.append(piece)
         groups = group(sizes, self.min_per_partition)
