@@ -378,7 +378,7 @@ class ClaimLog:
 
     def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
         """Claim up to ``limit`` due elements (None: all) into new claims, at most
-        ``scripts.ITEMS_PER_CALL`` per call and claim.
+        ``scripts.MOVES_PER_CALL`` per call and claim.
 
         Claims past ``after`` that exist already count against ``limit``; LeaseError when
         ``fence`` lost the lease.
@@ -388,7 +388,7 @@ class ClaimLog:
         def call(head: int, pending: int) -> Sequence[Any]:
             now = "" if self.clock is None else str(int(self.clock()))
             args = [-1 if limit is None else int(limit), int(after), *fence_args(fence), now,
-                    head, scripts.ITEMS_PER_CALL, pending]
+                    head, scripts.MOVES_PER_CALL, pending]
             return scripts.run(self.client, "dh_claim",
                                [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
                                what=self.label)

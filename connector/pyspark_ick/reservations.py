@@ -1,7 +1,7 @@
 """The reservation log of one Ick shard and the consumer lease (DESIGN §4, I5).
 
 A reservation is a numbered manifest (member, score, ... in score order) moved out of the
-pset by one bounded Lua call (at most ``scripts.ITEMS_PER_CALL`` members: a big batch is
+pset by one bounded Lua call (at most ``scripts.MOVES_PER_CALL`` members: a big batch is
 several reservations); the cset holds the union of the open ones. ``commit(n)`` closes
 every reservation ``<= n``; a member re-added while in flight was reserved again later and
 stays in the cset until that later reservation is committed too (the ``held`` hash counts
@@ -66,7 +66,7 @@ class ReservationLog:
 
     def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
         """Move up to ``limit`` members (None: all) into new reservations, at most
-        ``scripts.ITEMS_PER_CALL`` per call and reservation.
+        ``scripts.MOVES_PER_CALL`` per call and reservation.
 
         Reservations past ``after`` that exist already count against ``limit``; LeaseError
         when ``fence`` lost the lease.
@@ -75,7 +75,7 @@ class ReservationLog:
 
         def call(head: int, pending: int) -> Sequence[Any]:
             args = [-1 if limit is None else int(limit), int(after), *fence_args(fence),
-                    head, scripts.ITEMS_PER_CALL, pending]
+                    head, scripts.MOVES_PER_CALL, pending]
             return scripts.run(self.client, "rlog_reserve",
                                [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)],
                                args, what=self.label)
@@ -143,7 +143,7 @@ def reserve_calls(call: Callable[[int, int], Sequence[Any]], head: int, limit: i
     script call into number ``head + 1`` and replies ``[head, moved, pending]``, pending
     being what is reserved past the batch's start (the caller passes the last reply's, so
     only the first call counts the open reservations; -1: count). Calls until the limit is
-    reached or a call moves less than ITEMS_PER_CALL; a call that finds the log at another
+    reached or a call moves less than MOVES_PER_CALL; a call that finds the log at another
     head (moved -1: a replayed call whose reply was lost) is made again from it."""
     moved = stale = 0
     pending = -1
@@ -154,7 +154,7 @@ def reserve_calls(call: Callable[[int, int], Sequence[Any]], head: int, limit: i
             stale = _again(stale, label)
             continue
         moved += got
-        if got < scripts.ITEMS_PER_CALL or (limit is not None and pending >= limit):
+        if got < scripts.MOVES_PER_CALL or (limit is not None and pending >= limit):
             return Reserved(head, moved, pending)
 
 
