@@ -21,8 +21,10 @@ every thread, Spark's threads still preempted it for 4-7 ms at a time, twice in 
 (SCHED_FIFO was worse: calls that grow memory took 20-55 ms, raw ZADD as well.)
 The priority stands in for the core a production Redis has to itself (``--own-core``
 gives it one: Redis on the first CPU, the probe and Spark on the rest); the rows "Redis
-waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, and the
-ITEMS_PER_CALL sweep, run with Spark idle, gives the work a call does.
+waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, the rows "CPU stolen
+by the hypervisor" (/proc/stat) what this virtual machine lost to other guests (a stolen
+CPU stops Redis mid-call, whatever its priority), and the per-call sweep, run with Spark
+idle, gives the work a call does.
 
 (a) drain N members (``--members``, 1,000,000; ``--quick`` 50,000) through
     ``readStream.format("ick")`` at default options (no maxMembersPerTrigger), Trigger.
@@ -40,10 +42,12 @@ longest call from SLOWLOG (every call slower than ``--slowlog-us``; EVALSHA name
 script; target <= 10 ms), Redis CPU (INFO cpu user+sys delta; includes serving the
 probe, see the idle row) and throughput. Then memory (INFO used_memory deltas): bytes per
 queued and per reserved member ("doc:1234567"), bytes per parked element of (d); and a
-sweep of ``scripts.ITEMS_PER_CALL`` (monkeypatched in this process only, for the plain
-client calls) timing rlog_reserve, log_read, rlog_commit, dh_claim, dh_commit and, at
-the same chunk size, ickadd and dh_push, per call by SLOWLOG on an N-deep queue (p90 of
-``--calls`` calls), with the largest value that keeps a call within ~5 ms.
+sweep of members per call (``scripts.ITEMS_PER_CALL`` and ``MOVES_PER_CALL``, monkeypatched
+in this process only, for the plain client calls) timing rlog_reserve, log_read,
+rlog_commit, dh_claim, dh_commit and, at the same chunk size, ickadd and dh_push, per call
+by SLOWLOG on an N-deep queue (p90 of ``--calls`` calls), with the largest value of each
+bound (MOVES_PER_CALL: rlog_reserve and dh_claim; ITEMS_PER_CALL: the rest) that keeps a
+call within ~5 ms.
 The load averages at the start and the end tell how busy the shared machine was.
 Three rounds by default: throughput is the best round of each workload, because one
 round's ratio moved between 0.61 and 0.79 on the same code within a day (the raw loop
@@ -97,6 +101,7 @@ TTL_MS = 600_000
 HOUR_MS = 3_600_000
 SWEPT = ("rlog_reserve", "log_read", "rlog_commit", "dh_claim", "dh_commit", "ickadd",
          "dh_push")  # the scripts whose work grows with ITEMS_PER_CALL (or the chunk)
+MOVERS = ("rlog_reserve", "dh_claim (dehydrator)")  # bound by MOVES_PER_CALL instead
 OWN_COMMANDS = {"SLOWLOG", "INFO", "CONFIG", "PING", "CLIENT", "HELLO"}  # the bench's own
 
 
@@ -188,6 +193,17 @@ def run_queue_wait(pid: int | None) -> float:
     /proc/PID/schedstat; 0.0 where that is not available."""
     try:
         return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def host_steal() -> float:
+    """CPU seconds the hypervisor has run other guests instead of this machine's CPUs (the
+    steal column of /proc/stat, all CPUs); 0.0 where that is not available. A stolen CPU
+    stops whatever ran on it, Redis mid-call included, and no priority here prevents it."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -297,6 +313,7 @@ class Phase:
     walls: list[float] = field(default_factory=list)
     cpu: float = 0.0
     waited: float = 0.0  # seconds Redis was runnable but had no CPU (a busy machine)
+    stolen: float = 0.0  # CPU seconds the hypervisor took from this machine (all CPUs)
     calls: list[Call] = field(default_factory=list)  # the slowest few
     logged: int = 0  # SLOWLOG entries (commands run inside scripts are logged too)
     scripts: int = 0  # script calls logged
@@ -326,6 +343,7 @@ class Phase:
                 "probe_rate": samples / sum(self.walls) if self.walls else 0.0,
                 "wall_s": self.walls, "busy_s": self.busy, "items": self.items,
                 "redis_cpu_s": self.cpu, "redis_run_queue_wait_s": self.waited,
+                "host_steal_s": self.stolen,
                 "slowlog_entries": self.logged,
                 "script_calls_logged": self.scripts,
                 f"script_calls_over_{LONGEST_CALL_MS:g}_ms": self.scripts_over,
@@ -374,7 +392,7 @@ def measure(lab: Lab, phase: Phase, action: Callable[[], Any]) -> Any:
     """Run ``action`` with the probe sampling, SLOWLOG emptied before and read after,
     Redis CPU and wall time added to ``phase``; returns what ``action`` returns."""
     lab.admin.slowlog_reset()
-    cpu, waited = server_cpu(lab.admin), lab.waited
+    cpu, waited, stolen = server_cpu(lab.admin), lab.waited, host_steal()
     lab.probe.start()
     start = time.perf_counter()
     try:
@@ -384,6 +402,7 @@ def measure(lab: Lab, phase: Phase, action: Callable[[], Any]) -> Any:
         phase.latencies.append(lab.probe.stop())
     phase.cpu += server_cpu(lab.admin) - cpu
     phase.waited += lab.waited - waited
+    phase.stolen += host_steal() - stolen
     calls = slowlog(lab.admin, lab.names)
     scripts_run = [c for c in calls if c.name in lab.names.values()]
     phase.logged += len(calls)
@@ -584,19 +603,19 @@ def bench_memory(lab: Lab, n: int) -> dict[str, float]:
             "reserve_adds": (reserved - queued) / n, "member_bytes": len(members[-1])}
 
 
-# --- ITEMS_PER_CALL: call durations per size ---------------------------------------------
+# --- ITEMS_PER_CALL and MOVES_PER_CALL: call durations per size -------------------------
 
 
 @contextmanager
-def items_per_call(size: int) -> Iterator[None]:
-    """``scripts.ITEMS_PER_CALL = size`` in this process for the block (plain client calls
-    only: Spark's Python workers are other processes)."""
-    saved = scripts.ITEMS_PER_CALL
-    scripts.ITEMS_PER_CALL = size
+def per_call(size: int) -> Iterator[None]:
+    """``scripts.ITEMS_PER_CALL`` and ``MOVES_PER_CALL`` = ``size`` in this process for the
+    block (plain client calls only: Spark's Python workers are other processes)."""
+    saved = scripts.ITEMS_PER_CALL, scripts.MOVES_PER_CALL
+    scripts.ITEMS_PER_CALL = scripts.MOVES_PER_CALL = size
     try:
         yield
     finally:
-        scripts.ITEMS_PER_CALL = saved
+        scripts.ITEMS_PER_CALL, scripts.MOVES_PER_CALL = saved
 
 
 def durations(lab: Lab, suffix: str = "") -> dict[str, list[int]]:
@@ -653,7 +672,7 @@ def sweep_writers(lab: Lab, size: int, calls: int) -> dict[str, list[int]]:
 
 def bench_sweep(lab: Lab, depth: int, sizes: list[int], calls: int
                 ) -> dict[str, dict[int, list[int]]]:
-    """Script call durations (us) per ITEMS_PER_CALL value: script -> size -> calls."""
+    """Script call durations (us) per members-per-call value: script -> size -> calls."""
     lab.admin.flushall()
     need = calls * sum(sizes)
     with reader_shards(1):
@@ -664,7 +683,7 @@ def bench_sweep(lab: Lab, depth: int, sizes: list[int], calls: int
     lab.admin.config_set("slowlog-log-slower-than", 0)  # no probe now: log every call
     table: dict[str, dict[int, list[int]]] = {}
     for size in sizes:
-        with items_per_call(size):
+        with per_call(size):
             for sweep in (sweep_ick, sweep_dehydrator, sweep_writers):
                 for name, micros in sweep(lab, size, calls).items():
                     table.setdefault(name, {})[size] = micros
@@ -727,6 +746,7 @@ def phase_rows(report: Report, phase: Phase, idle_name: str) -> None:
                    f"of {phase.scripts}")
     report.add(f"{phase.name}: Redis CPU", phase.cpu, "s")
     report.add(f"{phase.name}: Redis waiting for a CPU", phase.waited, "s")
+    report.add(f"{phase.name}: CPU stolen by the hypervisor", phase.stolen, "s")
 
 
 def throughput_rows(report: Report, phases: dict[str, Phase]) -> None:
@@ -749,23 +769,32 @@ def throughput_rows(report: Report, phases: dict[str, Phase]) -> None:
                "elements/s")
 
 
+def advise(table: dict[str, dict[int, list[int]]]) -> dict[str, dict[str, Any]]:
+    """``recommend`` for each bound: MOVES_PER_CALL (reserve, claim) and ITEMS_PER_CALL."""
+    movers = {name: by for name, by in table.items() if name in MOVERS}
+    rest = {name: by for name, by in table.items() if name not in MOVERS}
+    return {"MOVES_PER_CALL": recommend(movers), "ITEMS_PER_CALL": recommend(rest)}
+
+
 def sweep_rows(report: Report, table: dict[str, dict[int, list[int]]],
-               advice: dict[str, Any]) -> None:
-    """The p90 call per script and ITEMS_PER_CALL value; the recommendation."""
+               advice: dict[str, dict[str, Any]]) -> None:
+    """The p90 call per script and members per call; the recommendations."""
     for name in sorted(table):
         for size in sorted(table[name]):
             micros = table[name][size]
-            row = report.add(f"ITEMS_PER_CALL {size:>5}: {name} p90 of {len(micros)} calls",
+            row = report.add(f"{size:>5} per call: {name} p90 of {len(micros)} calls",
                              p90(micros) / 1000, "ms")
             row.target, row.ok = f"<= {CALL_BUDGET_MS:g} ms", row.value <= CALL_BUDGET_MS
-    for key in ("largest_swept_within", "fitted"):
-        if advice[key] is not None:
-            report.add(f"ITEMS_PER_CALL for <= {CALL_BUDGET_MS:g} ms per call: {key}",
-                       advice[key], "members")
+    for bound, advised in advice.items():
+        for key in ("largest_swept_within", "fitted"):
+            if advised[key] is not None:
+                report.add(f"{bound} for <= {CALL_BUDGET_MS:g} ms per call: {key}",
+                           advised[key], "members")
 
 
-def print_sweep(table: dict[str, dict[int, list[int]]], advice: dict[str, Any]) -> None:
-    """Median / p90 / max ms per script (rows) and ITEMS_PER_CALL value (columns)."""
+def print_sweep(table: dict[str, dict[int, list[int]]],
+                advice: dict[str, dict[str, Any]]) -> None:
+    """Median / p90 / max ms per script (rows) and members per call (columns)."""
     sizes = sorted({s for by in table.values() for s in by})
     print("\nscript call durations, ms: median / p90 / max")
     print(f"{'script':<24}" + "".join(f"{s:>23,}" for s in sizes))
@@ -776,30 +805,32 @@ def print_sweep(table: dict[str, dict[int, list[int]]], advice: dict[str, Any]) 
             cells.append(f"{statistics.median(micros) / 1000:.2f} / {p90(micros) / 1000:.2f}"
                          f" / {max(micros) / 1000:.1f}" if micros else "-")
         print(f"{name:<24}" + "".join(f"{c:>23}" for c in cells))
-    fits = ", ".join(f"{n} {f['fixed']:.0f} + {f['per_member']:.2f}/member"
-                     for n, f in advice["fits_us"].items())
-    print(f"p90 fits (us): {fits}")
-    print(f"ITEMS_PER_CALL within {advice['budget_ms']:g} ms (p90): swept "
-          f"{advice['largest_swept_within']}, fitted {advice['fitted']} "
-          f"(bound by {advice['bound_by']})")
+    for bound, advised in advice.items():
+        fits = ", ".join(f"{n} {f['fixed']:.0f} + {f['per_member']:.2f}/member"
+                         for n, f in advised["fits_us"].items())
+        print(f"p90 fits (us): {fits}")
+        print(f"{bound} (now {getattr(scripts, bound)}) within {advised['budget_ms']:g} ms "
+              f"(p90): swept {advised['largest_swept_within']}, fitted {advised['fitted']} "
+              f"(bound by {advised['bound_by']})")
 
 
 def print_summary(phases: dict[str, Phase]) -> None:
     """One line per phase: the figures side by side."""
     print(f"\n{'phase':<40} {'wall s':>7} {'p50':>6} {'p99':>6} {'p99.9':>6} {'max':>7}"
-          f" {'longest call ms':>26} {'>10ms':>5} {'CPU s':>6} {'wait s':>6} {'items/s':>10}")
+          f" {'longest call ms':>26} {'>10ms':>5} {'CPU s':>6} {'wait s':>6} {'steal':>6}"
+          f" {'items/s':>10}")
     for phase in phases.values():
         probe, slowest = phase.probe, phase.slowest
         call = f"{slowest.ms:.2f} {slowest.name}" if slowest else "-"
         rate = f"{phase.throughput:,.0f}" if phase.busy else "-"
         print(f"{phase.name:<40} {sum(phase.walls):7.1f} {probe['p50']:6.2f} {probe['p99']:6.2f}"
               f" {probe['p99.9']:6.2f} {probe['max']:7.2f} {call:>26} {phase.scripts_over:>5}"
-              f" {phase.cpu:6.2f} {phase.waited:6.2f}"
+              f" {phase.cpu:6.2f} {phase.waited:6.2f} {phase.stolen:6.2f}"
               f" {rate:>10}")
 
 
 def build_report(name: str, lab: Lab, memory: dict[str, float], park_bytes: float,
-                 table: dict[str, dict[int, list[int]]], advice: dict[str, Any],
+                 table: dict[str, dict[int, list[int]]], advice: dict[str, dict[str, Any]],
                  params: dict[str, Any]) -> Report:
     """Every row, in the order of the phases."""
     report = Report(name, params=params)
@@ -841,7 +872,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--slowlog-us", type=int, default=100,
                         help="SLOWLOG threshold during the phases, in microseconds")
     parser.add_argument("--sizes", default=None,
-                        help="ITEMS_PER_CALL values to sweep (default 500,1000,2000,4000,8000)")
+                        help="members per call to sweep (default 500,1000,2000,4000,8000)")
     parser.add_argument("--calls", type=int, default=20, help="sweep calls per script and size")
     args = parser.parse_args(argv)
     args.members = args.members or (50_000 if args.quick else 1_000_000)
@@ -883,7 +914,7 @@ def run_all(lab: Lab, args: argparse.Namespace
     lab.log_slow_calls()
     idle(lab, args.idle_seconds)
     extra = run_phases(lab, n, args.repeat)
-    print("  phases done; memory and ITEMS_PER_CALL sweep", flush=True)
+    print("  phases done; memory and per-call sweep", flush=True)
     memory = bench_memory(lab, n)
     table = bench_sweep(lab, n, args.sizes, args.calls)
     return memory, extra["park_bytes"] / n, table
@@ -895,12 +926,13 @@ def main(argv: list[str] | None = None) -> int:
     params: dict[str, Any] = {
         "members": args.members, "repeat": args.repeat, "probe_gap_us": args.probe_gap_us,
         "slowlog_us": args.slowlog_us, "items_per_call": scripts.ITEMS_PER_CALL,
+        "moves_per_call": scripts.MOVES_PER_CALL,
         "master": "local[2]", "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
     print(f"load average at start: {params['loadavg_start']}", flush=True)
     started = time.perf_counter()
     with laboratory(args, params) as lab:
         memory, park_bytes, table = run_all(lab, args)
-    advice = recommend(table)
+    advice = advise(table)
     params.update(loadavg_end=os.getloadavg(), seconds=time.perf_counter() - started)
     report = build_report("bench_neighbour_quick" if args.quick else "bench_neighbour", lab,
                           memory, park_bytes, table, advice, params)
