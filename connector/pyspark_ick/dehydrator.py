@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-CHUNK = 500  # elements per dh_push call. An element costs Redis about twice an ickadd member:
-# at 1000 a neighbour's p99.9 was 15-23 ms while the sink wrote, at 500 10 ms, at the same
-# throughput (bench/bench_neighbour.py)
+CHUNK = 250  # elements per dh_push call. An element costs Redis about twice an ickadd member:
+# a neighbour's p99.9 while the sink wrote was 15-23 ms at 1000, 12.8-17.0 ms at 500 and
+# 8.7 ms at 250, at the same throughput (bench/bench_neighbour.py)
 ON_DUPLICATE = ("keep", "replace", "error")
 
 Clock = Callable[[], int]

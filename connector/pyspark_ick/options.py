@@ -63,7 +63,7 @@ OPTIONS = (
     _option("scoreColumn", (ICK_WRITE,), "score", "score column"),
     _option("onInvalid", (ICK_WRITE,), "fail", "fail | skip invalid rows"),
     _option("chunkSize", (ICK_WRITE,), "1000", "members per call"),
-    _option("chunkSize", (DH_WRITE,), "500", "elements per call"),
+    _option("chunkSize", (DH_WRITE,), "250", "elements per call"),
     _option("maxMembersPerTrigger", (ICK_STREAM,), "500000", "members per micro-batch"),
     _option("minMembersPerPartition", (ICK_STREAM,), "100000", "members per read task"),
     _option("maxElementsPerTrigger", (DH_STREAM,), "100000", "elements per micro-batch"),
