@@ -132,7 +132,8 @@ class Dehydrator:
         return self._keys[self.shard_of(id)]
 
     def shard_of(self, id: Any) -> int:
-        return shard_of(text(id), self.shards)
+        """The shard that ``id`` goes to (its text or its bytes)."""
+        return shard_of(as_bytes(id), self.shards)
 
     def claim_log(self, i: int) -> ClaimLog:
         """The claim log of shard ``i`` (what the streaming source consumes).
@@ -156,11 +157,12 @@ class Dehydrator:
             )
         self._checked = True
 
-    def _by_shard(self, ids: Iterable[Any]) -> dict[int, list[tuple[int, str]]]:
-        """(position, id) of each id, grouped by shard."""
-        groups: dict[int, list[tuple[int, str]]] = {}
+    def _by_shard(self, ids: Iterable[Any]) -> dict[int, list[tuple[int, bytes]]]:
+        """(position, id as bytes) of each id, grouped by shard."""
+        groups: dict[int, list[tuple[int, bytes]]] = {}
         for pos, id in enumerate(ids):
-            groups.setdefault(self.shard_of(id), []).append((pos, text(id)))
+            key = as_bytes(id)
+            groups.setdefault(shard_of(key, self.shards), []).append((pos, key))
         return groups
 
     # --- ReDe's commands -------------------------------------------------------------------
@@ -238,7 +240,7 @@ class Dehydrator:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""
         self.check_shards()
         return self._out(scripts.run(self.client, "dh_pull", self.keys_of(id).store,
-                                     [text(id)], what=self.label, replay_safe=False)[0])
+                                     [as_bytes(id)], what=self.label, replay_safe=False)[0])
 
     def poll(self) -> list[Any]:
         """Remove and return every due element, earliest due first."""
@@ -294,8 +296,8 @@ class Dehydrator:
 
     def look(self, id: Any) -> Any:
         """The element of ``id`` without removing it; None when it is not parked."""
-        elements = self.keys_of(id).elements
-        return self._out(scripts.command(self.client, lambda: self.client.hget(elements, text(id)),
+        elements, key = self.keys_of(id).elements, as_bytes(id)
+        return self._out(scripts.command(self.client, lambda: self.client.hget(elements, key),
                                          what=self.label))
 
     def ttn(self) -> int:
@@ -311,7 +313,7 @@ class Dehydrator:
         """Replace the element of parked ``id`` (keeping its due time); returns the old one."""
         self.check_shards()
         return self._out(scripts.run(self.client, "dh_update", self.keys_of(id).store,
-                                     [text(id), element], what=self.label))
+                                     [as_bytes(id), as_bytes(element)], what=self.label))
 
     # --- operations ------------------------------------------------------------------------
 

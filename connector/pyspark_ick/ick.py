@@ -20,14 +20,25 @@ Pairs = list[tuple[str, float]]
 
 
 def text(value: Any) -> str:
-    """A member as ``str`` (Redis replies are bytes unless decode_responses is set)."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+    """A member as ``str`` (Redis replies are bytes unless decode_responses is set); bytes
+    that are not UTF-8 surrogate-escaped, so that ``as_bytes`` gives them back."""
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8", "surrogateescape")
+    return str(value)
 
 
 def as_bytes(value: Any) -> bytes:
-    """A member, id or element as the bytes a script gets: bytes as they are, anything
-    else its UTF-8 text (surrogate escapes round trip with ``text``)."""
-    return value if type(value) is bytes else str(value).encode("utf-8", "surrogateescape")
+    """A member, id or element as the bytes a script gets: bytes (bytearray, memoryview:
+    Spark's binary values) as they are, anything else its UTF-8 text (surrogate escapes
+    round trip with ``text``)."""
+    kind = type(value)
+    if kind is bytes:
+        return value
+    if kind is str:
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return str(value).encode("utf-8", "surrogateescape")
 
 
 def pairs(flat: Sequence[Any]) -> Pairs:
@@ -157,14 +168,18 @@ class Ick:
         return sum_adds(replies)
 
     def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
-        """Commit ``commit``, optionally fold the cset back (backwash), then reserve ``n``."""
+        """Commit ``commit``, optionally fold the cset back (backwash), then reserve ``n``.
+
+        Members are returned as ``text`` (bytes that are not UTF-8 surrogate-escaped); a
+        member to commit may be that text or the same value as bytes.
+        """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise IckConfigError(f"n must be an integer >= 0 (members to reserve), got {n!r}")
         reply = scripts.run(
             self.client,
             "ickexchange",
             self.keys.base,
-            [int(n), "1" if backwash else "0", *(text(m) for m in commit)],
+            [int(n), "1" if backwash else "0", *(as_bytes(m) for m in commit)],
             what=self.label,
         )
         return pairs(reply[1])
@@ -187,7 +202,7 @@ class Ick:
         """
         step = scripts.ITEMS_PER_CALL
         return sum(int(scripts.run(self.client, "ickexchange", self.keys.base,
-                                   [0, "0", *(text(m) for m in members[i:i + step])],
+                                   [0, "0", *(as_bytes(m) for m in members[i:i + step])],
                                    what=self.label)[0])
                    for i in range(0, len(members), step))
 
@@ -266,8 +281,8 @@ class ShardedIck:
         return self._icks[i]
 
     def shard_of(self, member: Any) -> int:
-        """The shard that ``member`` goes to."""
-        return shard_of(text(member), self.shards)
+        """The shard that ``member`` goes to (its text or its bytes)."""
+        return shard_of(as_bytes(member), self.shards)
 
     def check_shards(self, record: bool = True) -> None:
         """Raise ShardCountError if Redis shows another shard count; with ``record``, record

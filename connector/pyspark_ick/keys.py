@@ -4,7 +4,8 @@ One Ick with master key ``K`` (layout of the redis-ick gem): the version flag at
 the pset at ``K/ick/{K}/pset``, the cset at ``K/ick/{K}/cset``. Every key this project
 adds for one Ick shares the ``K/ick/{K}/`` prefix, hence the hash slot. A logical Ick
 ``NAME`` of S shards is S Icks: ``NAME`` when S = 1, ``NAME:i`` otherwise; a member goes
-to shard ``crc32(utf8(member)) % S``. Dehydrators follow the same scheme under ``/dh/``.
+to shard ``crc32(utf8(member)) % S`` (a binary member: of its bytes). Dehydrators follow
+the same scheme under ``/dh/``.
 """
 
 from __future__ import annotations
@@ -39,11 +40,15 @@ def check_shards(shards: int) -> int:
     return shards
 
 
-def shard_of(member: str | bytes, shards: int) -> int:
-    """The shard of ``member``: zlib CRC-32 of its UTF-8 bytes, modulo ``shards``."""
+def shard_of(member: str | bytes | bytearray, shards: int) -> int:
+    """The shard of ``member``: zlib CRC-32 of its UTF-8 bytes, modulo ``shards``.
+
+    Bytes hash as they are, and a str with surrogate escapes (``ick.text`` of bytes that are
+    not UTF-8) as the bytes it escapes: both forms of one Redis string go to one shard.
+    """
     if shards == 1:
         return 0
-    data = member if isinstance(member, bytes) else member.encode("utf-8")
+    data = member.encode("utf-8", "surrogateescape") if isinstance(member, str) else member
     return zlib.crc32(data) % shards
 
 
