@@ -121,6 +121,18 @@ class ReservationLog:
     def last_committed(self) -> int:
         return self.counters()[1]
 
+    def backlog(self) -> int:
+        """Members that reserves would take now: the queued ones, and those that a
+        consumer outside the log (a gem consumer, ``Ick.reserve``) left in the cset,
+        which the first reserve with no reservation open adopts (lua/rlog_reserve.lua)."""
+        from .ick import Ick
+
+        stats = Ick(self.client, self.keys.master).stats()
+        if not stats:
+            return 0
+        held = self.describe()["open_members"]
+        return int(stats["pset_size"]) + max(int(stats["cset_size"]) - held, 0)
+
     def describe(self) -> dict[str, Any]:
         return describe(self.client, self.keys.master)
 

@@ -40,7 +40,7 @@ from pyspark.sql.types import (
 from ..cli import age, server_time
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError
-from ..ick import Ick, ShardedIck, text
+from ..ick import ShardedIck, text
 from ..keys import shard_names
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
@@ -168,8 +168,7 @@ class IckStreamReader(ReservationStreamReader):
         return arrow_batches(shard_log.read(start, end), shard)
 
     def backlog(self, shard_log: ReservationLog) -> int:
-        stats = Ick(shard_log.client, shard_log.keys.master).stats()
-        return int(stats["pset_size"]) if stats else 0
+        return shard_log.backlog()
 
 
 @dataclass(frozen=True)
