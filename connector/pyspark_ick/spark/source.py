@@ -48,6 +48,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import signal
+import sys
 import threading
 import time
 import uuid
@@ -95,6 +97,32 @@ def protocol_point(point: str) -> None:
     hook = _hook()
     if hook is not None:
         hook(point)
+
+
+RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+
+
+_in_stop = threading.Event()  # a reader of this process is in stop()
+
+
+def _exit(signum: int, frame: Any) -> None:
+    if not _in_stop.is_set():  # Spark may close the socket first: stop() runs already
+        raise SystemExit(128 + signum)
+
+
+def stop_on_sigterm() -> None:
+    """In Spark's Python stream runner, make SIGTERM run the reader's ``stop()``.
+
+    ``query.stop()`` ends the runner process with SIGTERM, whose default action skips the
+    runner's ``finally: reader.stop()``, so the leases stayed in Redis and the next query
+    waited to take them over. SystemExit unwinds through that ``finally`` instead. Only in
+    that process's main thread, and only if nobody handles SIGTERM already.
+    """
+    main = sys.modules.get("__main__")
+    if (getattr(getattr(main, "__spec__", None), "name", None) == RUNNER
+            and threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _exit)
 
 
 class ShardLog(Protocol):
@@ -234,6 +262,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._lost is not None:
             raise self._lost
         if self._logs is None:
+            stop_on_sigterm()
             self.prepare()
             logs = [self.open_log(i) for i in range(self.shards)]
             owner = self.consumer_id or f"query-{uuid.uuid4().hex[:12]}"
@@ -478,6 +507,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def stop(self) -> None:
         logger.debug("stop")
+        _in_stop.set()
         try:
             self._finish_ahead()
         except Exception as exc:  # noqa: BLE001 - what it did not do, the next query does
