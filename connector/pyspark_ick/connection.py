@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -118,10 +119,10 @@ def check_url(url: str) -> str:
     return url
 
 
-def tls_mismatch(error: BaseException, scheme: str) -> str | None:
+def tls_hint(error: BaseException, scheme: str) -> str | None:
     """A hint when the first contact failed the way a TLS mismatch does, else None: a TLS
     handshake with a plain server times out or fails; a plain client is reset by a server
-    that speaks only TLS."""
+    that speaks only TLS (and by a load balancer whose Redis is restarting)."""
     chain = _chain(error)
     if scheme == "rediss" and any(isinstance(e, ssl.SSLError) or "handshake" in str(e)
                                   for e in chain):
@@ -133,6 +134,42 @@ def tls_mismatch(error: BaseException, scheme: str) -> str | None:
     return None
 
 
+def tls_mismatch(error: BaseException, url: str, timeout: float = 2.0) -> bool:
+    """True when ``error`` looks like a TLS mismatch (``tls_hint``) and the server, asked
+    the other way, answers: then no retry can help. A reset alone is no proof: a load
+    balancer resets new connections while the Redis behind it restarts."""
+    parts = urlsplit(url)
+    if tls_hint(error, parts.scheme) is None or not parts.hostname:
+        return False
+    address = (parts.hostname, parts.port or 6379)
+    return (_speaks_plain if parts.scheme == "rediss" else _speaks_tls)(address, timeout)
+
+
+def _speaks_tls(address: tuple[str, int], timeout: float) -> bool:
+    """Whether ``address`` completes (or answers with an alert) a TLS handshake."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(address, timeout=timeout) as raw, \
+                context.wrap_socket(raw):
+            return True
+    except ssl.SSLError as exc:  # an alert (e.g. a client certificate required): TLS
+        return "ALERT" in str(exc.reason or "")
+    except OSError:
+        return False
+
+
+def _speaks_plain(address: tuple[str, int], timeout: float) -> bool:
+    """Whether ``address`` answers a plain inline PING as Redis does (+PONG, -NOAUTH)."""
+    try:
+        with socket.create_connection(address, timeout=timeout) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(1) in (b"+", b"-")
+    except OSError:
+        return False
+
+
 def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
     """An IckConnectionError for ``exc`` that names no credentials."""
     target = f" at {where(url)}" if url else ""
@@ -141,7 +178,7 @@ def connection_error(exc: Exception, url: str | None = None) -> IckConnectionErr
             f"Redis{target} refused the username or password "
             "(check redis.username / redis.password or the URL)"
         )
-    hint = tls_mismatch(exc, urlsplit(url).scheme) if url else None
+    hint = tls_hint(exc, urlsplit(url).scheme) if url else None
     return IckConnectionError(f"cannot reach Redis{target}: "
                               + (f"{hint} ({type(exc).__name__}: {exc})" if hint else
                                  f"{type(exc).__name__}: {exc}"))
@@ -194,9 +231,8 @@ def connect(
         return client
 
     try:
-        scheme = urlsplit(url).scheme
         client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}",
-                            final=lambda exc: tls_mismatch(exc, scheme) is not None)
+                            final=lambda exc: tls_mismatch(exc, nodes[0], min(timeout or 2, 2)))
     except (redis.RedisError, RedisClusterException) as exc:
         raise connection_error(exc, url) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value

@@ -16,6 +16,7 @@ only when the error proves the command never ran.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 import weakref
@@ -67,10 +68,34 @@ def _permanent(error: BaseException) -> bool:
     return permanent(error) or isinstance(error, redis.exceptions.AuthorizationError)
 
 
+CONNECTING = frozenset({"connect", "_connect", "connect_check_health", "on_connect",
+                        "on_connect_check_health"})
+"""redis-py's functions that open a connection (its module connection.py): an error
+raised inside one of them came before the command was sent."""
+
+
+def while_connecting(error: BaseException) -> bool:
+    """True when ``error`` was raised while redis-py opened the connection for the command
+    (a refusal, a reset or a timeout of the handshake): the command was never sent.
+    redis-py raises the same ConnectionError for a reset then and while reading a reply;
+    only the frames tell them apart."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in CONNECTING and code.co_filename.endswith(
+                os.path.join("redis", "connection.py")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def not_run(error: BaseException) -> bool:
     """True when Redis (or the network) refused the command before it ran."""
     if _permanent(error):
         return False
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and \
+            while_connecting(error):
+        return True
     if isinstance(error, (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
                           redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError,
                           redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError)):
