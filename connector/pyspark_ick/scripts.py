@@ -104,10 +104,13 @@ _loaded: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def ensure_loaded(client: Client, *names: str, force: bool = False) -> None:
-    """Load scripts ``names`` through ``client`` (every primary of a cluster) once."""
+    """Load scripts ``names`` through ``client`` (every primary of a cluster) once,
+    riding out transient errors for the client's redis.retryTimeout as every call does.
+    (``queue`` does not need it: it cannot meet NOSCRIPT.)"""
     try:
-        _load(client, names, force)
-    except redis.RedisError as exc:
+        retry.call(lambda: _load(client, names, force), retry.timeout_of(client),
+                   what="SCRIPT LOAD")
+    except (redis.RedisError, RedisClusterException) as exc:
         raise translate(exc) from exc
 
 
@@ -188,11 +191,16 @@ Call = tuple[str, Sequence[str], Sequence[Any]]  # script name, KEYS, ARGV
 
 
 def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -> None:
-    """Queue script ``name`` on a redis-py pipeline of the caller's (load it first:
-    ``ensure_loaded``)."""
-    # execute_command, not pipe.evalsha: redis-py blocks the latter in cluster pipelines,
-    # though it routes EVALSHA by its keys like any command
-    pipe.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
+    """Queue script ``name`` on a redis-py pipeline of the caller's.
+
+    Sent as EVAL with the script's text, not EVALSHA: a pipeline cannot reload a script
+    that Redis forgot (a restart, a failover, SCRIPT FLUSH) and send its calls again, as
+    ``run`` does, without running the rest of the caller's pipeline twice. Redis finds
+    the text in its script cache by its SHA1 and does not compile it again.
+    """
+    # execute_command, not pipe.eval: redis-py blocks the latter in cluster pipelines,
+    # though it routes EVAL by its keys like any command
+    pipe.execute_command("EVAL", source(name), len(keys), *keys, *args)
 
 
 def run_many(client: Client, calls: Sequence[Call], *, what: str | None = None,
