@@ -1,6 +1,6 @@
 """Arrow columns to the rows arguments of the bulk scripts (``scripts.pack_strings``): the
 Spark sinks' fast path (needs numpy and pyarrow; the plain client packs row by row and
-needs neither)."""
+needs neither); and Redis strings to string columns for the readers."""
 
 from __future__ import annotations
 
@@ -20,6 +20,29 @@ def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     first = column.offset
     return (np.frombuffer(offsets, np.int32)[first:first + len(column) + 1],
             np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
+
+
+class NotUtf8(ValueError):
+    """A Redis string that is not UTF-8 where a string column was wanted."""
+
+    def __init__(self, index: int, value: bytes) -> None:
+        super().__init__(f"{value!r} (value {index}) is not UTF-8")
+        self.index = index
+        self.value = value
+
+
+def utf8(raw: pa.Array) -> pa.Array:
+    """Binary ``raw`` as a string array, its UTF-8 checked by Arrow (no Python per value);
+    NotUtf8 naming the first value that is not UTF-8."""
+    try:
+        return raw.cast(pa.string())
+    except pa.ArrowInvalid:
+        for i, value in enumerate(raw.to_pylist()):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise NotUtf8(i, value) from None
+        raise
 
 
 def str_heads(column: pa.Array) -> pa.Array:
@@ -55,7 +78,7 @@ def pack_pairs(members: pa.Array, scores: pa.Array, chunk: int) -> list[bytes]:
     """ickadd's arguments (``ick.pack_pairs`` for columns), ``chunk`` members each; Arrow
     writes each score's shortest exact text, ZADD parses it.
 
-    ``members``: string; ``scores``: float64, finite; no nulls.
+    ``members``: string or binary; ``scores``: float64, finite; no nulls.
     """
     return pack_columns([pc.cast(scores, pa.string()), members], chunk)
 
@@ -64,7 +87,7 @@ def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int
               ) -> list[bytes]:
     """dh_push's arguments (``dehydrator.pack_plain`` for columns), ``chunk`` rows each.
 
-    ``ids``: string; ``elements``: string or binary; ``times``: float64 ms; no nulls.
+    ``ids``, ``elements``: string or binary; ``times``: float64 ms; no nulls.
     """
     return pack_columns([pc.cast(pa.array(times, pa.float64()), pa.string()), ids, elements],
                         chunk)

@@ -215,7 +215,7 @@ class Dehydrator:
     def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
                     at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
                     ) -> tuple[int, int]:
-        """``park`` for columns (string ids, string or binary elements, float64 times);
+        """``park`` for columns (string or binary ids and elements, float64 times);
         what the Spark sink calls with its Arrow batches (needs numpy and pyarrow)."""
         from .columns import pack_rows, split_rows
 

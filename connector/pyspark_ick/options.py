@@ -74,6 +74,8 @@ OPTIONS = (
     _option("delay", (DH_WRITE,), "", "due time from now"),
     _option("onDuplicate", (DH_WRITE,), "keep", "keep | replace | error"),
     _option("elementType", (DH_STREAM,), "string", "string | binary"),
+    _option("idType", (DH_STREAM,), "string", "string | binary"),
+    _option("memberType", (ICK_READ, ICK_STREAM), "string", "string | binary"),
 )
 CONNECTION_OPTIONS = tuple(o.name for o in OPTIONS if o.name.startswith("redis."))
 

@@ -1,6 +1,7 @@
 """DataSource "dehydrator": batch and streaming sink, streaming source (DESIGN §6).
 
-Sink: columns ``element`` (string or binary), optional ``id`` (string or integer) and the
+Sink: columns ``element`` (string or binary), optional ``id`` (string, integer or binary:
+bytes parked as they are) and the
 due time from exactly one of option ``delay``, column ``delayMs`` or column ``releaseAt``
 (timestamp). Options and schema are validated and the shard count checked on the driver;
 the sink of sink.py then parks each task's rows in bounded dh_push calls. Without an
@@ -18,8 +19,9 @@ returns the claims of the batch, ``commit`` deletes them; a crash replays exactl
 claimed elements. Options ``dehydrator`` (required), ``shards``, ``maxElementsPerTrigger``
 (default 100000, split over the shards), ``minElementsPerPartition`` (default 100000:
 as the Ick's minMembersPerPartition), ``consumerId``, ``leaseTimeout`` (default 60s),
-``elementType`` (``string`` | ``binary``). Schema: ``id string, element string|binary,
-due timestamp, shard int``.
+``elementType`` and ``idType`` (``string`` | ``binary``). Schema: ``id string|binary,
+element string|binary, due timestamp, shard int``. An element or id that is not UTF-8 read
+as a string fails the batch naming it; its claim stays until a read as binary delivers it.
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ from pyspark.sql.types import (
 )
 
 from .. import scripts
-from ..columns import buffers
+from ..columns import NotUtf8, buffers, utf8
 from ..connection import ConnectionSpec
 from ..dehydrator import ON_DUPLICATE, ClaimLog, Dehydrator, Entry
 from ..errors import IckConfigError, IckError
+from ..ick import as_bytes
 from ..options import DH_STREAM, DH_WRITE, Options
 from .sink import BatchWriter, StreamWriter
 from .source import ReservationStreamReader
@@ -66,26 +69,26 @@ MAX_CHUNK = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
 ROWS_PER_BATCH = 65536
 
 INTEGERS = (ByteType, ShortType, IntegerType, LongType)
-COLUMNS = {"id": (StringType, *INTEGERS), "element": (StringType, BinaryType),
+COLUMNS = {"id": (StringType, BinaryType, *INTEGERS), "element": (StringType, BinaryType),
            "delayms": INTEGERS, "releaseat": (TimestampType,)}
-EXPECTED = {"id": "string or integer", "element": "string or binary",
+EXPECTED = {"id": "string, integer or binary", "element": "string or binary",
             "delayms": "an integer (milliseconds)", "releaseat": "timestamp"}
 
 
-def source_schema(binary: bool = False) -> StructType:
-    """``id string, element string|binary, due timestamp, shard int``."""
+def source_schema(binary: bool = False, binary_id: bool = False) -> StructType:
+    """``id string|binary, element string|binary, due timestamp, shard int``."""
     return StructType([
-        StructField("id", StringType(), False),
+        StructField("id", BinaryType() if binary_id else StringType(), False),
         StructField("element", BinaryType() if binary else StringType(), False),
         StructField("due", TimestampType(), False),
         StructField("shard", IntegerType(), False),
     ])
 
 
-def arrow_schema(binary: bool = False) -> pa.Schema:
+def arrow_schema(binary: bool = False, binary_id: bool = False) -> pa.Schema:
     """source_schema() as Arrow (what ``read`` yields)."""
     return pa.schema([
-        pa.field("id", pa.string(), False),
+        pa.field("id", pa.binary() if binary_id else pa.string(), False),
         pa.field("element", pa.binary() if binary else pa.string(), False),
         pa.field("due", pa.timestamp("us", "UTC"), False),
         pa.field("shard", pa.int32(), False),
@@ -100,7 +103,8 @@ class DefaultSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        return source_schema(element_type(Options(self.options, FORMAT)) == "binary")
+        opts = Options(self.options, FORMAT)
+        return source_schema(element_type(opts) == "binary", id_type(opts) == "binary")
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return BatchWriter(prepare(self.options, schema, overwrite))
@@ -115,6 +119,10 @@ class DefaultSource(DataSource):
 
 def element_type(opts: Options) -> str:
     return opts.choice("elementType", ("string", "binary"), "string")
+
+
+def id_type(opts: Options) -> str:
+    return opts.choice("idType", ("string", "binary"), "string")
 
 
 # --- the sink, on the driver: options, schema, shard count ----------------------------
@@ -289,7 +297,8 @@ def convert(batch: pa.RecordBatch, sink: DehydratorSink
     else:
         column = batch.column(sink.id)
         _no_nulls(column, sink.id, sink, rows)
-        ids = _flat(pc.cast(column, pa.string()))
+        binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+        ids = _flat(column if binary else pc.cast(column, pa.string()))
     if sink.delay_ms is not None:
         return ids, elements, np.full(rows, sink.delay_ms, np.float64), False
     if sink.delay_column is not None:
@@ -325,6 +334,7 @@ class SourceOptions:
     lease_ms: int
     binary: bool
     min_per_partition: int = 100_000
+    binary_id: bool = False  # idType=binary
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
@@ -338,6 +348,7 @@ class SourceOptions:
             lease_ms=o.lease_ms(),
             binary=element_type(o) == "binary",
             min_per_partition=o.integer("minElementsPerPartition", minimum=1),
+            binary_id=id_type(o) == "binary",
         )
 
     def target(self) -> Dehydrator:
@@ -345,39 +356,55 @@ class SourceOptions:
                           decode=not self.binary)
 
 
-def claims_arrow(entries: Sequence[Entry], shard: int, binary: bool, label: str
-                 ) -> Iterator[pa.RecordBatch]:
-    """Rows of source_schema(binary) from ClaimLog.read's (id, due ms, element bytes);
-    with elementType string, an element that is not UTF-8 is an error naming its id (its
-    claim stays: a restart with binary delivers it)."""
+def claims_arrow(entries: Sequence[Entry], shard: int, binary: bool, label: str,
+                 binary_id: bool = False) -> Iterator[pa.RecordBatch]:
+    """Rows of source_schema(binary, binary_id) from ClaimLog.read's (id text, due ms,
+    element bytes); read as a string, an id or element that is not UTF-8 is an error
+    naming it (its claim stays: a restart with idType or elementType binary delivers it)."""
     if not entries:
         return
     ids, dues, elements = zip(*entries, strict=True)
+    id_column = id_array(ids, binary_id, label)
     raw = pa.array(elements, pa.binary())
     try:
-        column = raw if binary else raw.cast(pa.string())
-    except pa.ArrowInvalid:
-        bad = next(i for i, e in enumerate(elements) if not _utf8(e))
+        column = raw if binary else utf8(raw)
+    except NotUtf8 as bad:
         raise IckError(
-            f"{label}: the element of id {ids[bad]!r} is not UTF-8 text, so it cannot be a "
-            "string: restart the query with option elementType=binary to read it (nothing "
-            "is lost: the claim stays until a batch delivers it)") from None
+            f"{label}: the element of id {ids[bad.index]!r} is not UTF-8 text, so it cannot "
+            "be a string: restart the query with option elementType=binary to read it "
+            "(nothing is lost: the claim stays until a batch delivers it)") from None
     table = pa.Table.from_arrays([
-        pa.array(ids, pa.string()),
+        id_column,
         column,
         pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
             pa.timestamp("us", "UTC")),
         pa.array([shard] * len(ids), pa.int32()),
-    ], schema=arrow_schema(binary))
+    ], schema=arrow_schema(binary, binary_id))
     yield from table.to_batches(ROWS_PER_BATCH)
 
 
-def _utf8(data: bytes) -> bool:
+def id_array(ids: Sequence[str], binary: bool, label: str) -> pa.Array:
+    """The id column: ids (``text`` of Redis strings) as binary, or as string, where an id
+    that is not UTF-8 (a surrogate escape) is an error naming it."""
+    if binary:
+        return pa.array([as_bytes(id) for id in ids], pa.binary())
     try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+        return pa.array(ids, pa.string())
+    except UnicodeEncodeError:
+        bad = next(as_bytes(id) for id in ids if not id.isascii() and _escaped(id))
+        raise IckError(
+            f"{label}: id {bad!r} is not UTF-8 text, so it cannot be a string: restart the "
+            "query with option idType=binary to read it (nothing is lost: the claim stays "
+            "until a batch delivers it)") from None
+
+
+def _escaped(id: str) -> bool:
+    """Whether ``id`` holds surrogates (``text`` of bytes that are not UTF-8)."""
+    try:
+        id.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 class DehydratorStreamReader(ReservationStreamReader):
@@ -399,18 +426,19 @@ class DehydratorStreamReader(ReservationStreamReader):
     def arrow(self, shard_log: ClaimLog, shard: int, start: int, end: int
               ) -> Iterator[pa.RecordBatch]:
         return claims_arrow(shard_log.read(start, end), shard, self.opts.binary,
-                            f"{shard_log.label} (claims {start + 1}-{end})")
+                            f"{shard_log.label} (claims {start + 1}-{end})", self.opts.binary_id)
 
     def backlog(self, shard_log: ClaimLog) -> int:
         return shard_log.backlog()
 
 
 def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorStreamReader:
-    """The stream reader; the schema must be source_schema() (per option elementType)."""
+    """The stream reader; the schema must be source_schema() (per options elementType and
+    idType)."""
     opts = SourceOptions.parse(options)
-    expected = source_schema(opts.binary)
+    expected = source_schema(opts.binary, opts.binary_id)
     if schema.simpleString() != expected.simpleString():
         raise IckConfigError(f"readStream.format('dehydrator') has the fixed schema "
-                             f"{expected.simpleString()} (option elementType), got "
+                             f"{expected.simpleString()} (options elementType, idType), got "
                              f"{schema.simpleString()}")
     return DehydratorStreamReader(opts)

@@ -24,9 +24,10 @@ class DefaultSource(DataSource):
         return "ick"
 
     def schema(self) -> StructType:
-        from .ick_reader import STREAM_SCHEMA
+        from ..options import Options
+        from .ick_reader import options_binary, stream_schema
 
-        return STREAM_SCHEMA
+        return stream_schema(options_binary(Options(self.options, "ick")))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .ick_writer import batch_writer

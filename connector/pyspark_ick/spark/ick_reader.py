@@ -2,8 +2,10 @@
 snapshot reader.
 
 ``spark.readStream.format("ick")`` yields ``member string, score double, shard int,
-reservation long`` (STREAM_SCHEMA); the protocol is the generic one of stream.py over the
-reservation log of reservations.py.
+reservation long`` (STREAM_SCHEMA; ``member binary`` with option ``memberType=binary``:
+members are binary-safe Redis strings, and one that is not UTF-8 fails a string read,
+naming it, before anything of its batch is committed); the protocol is the generic one of
+source.py over the reservation log of reservations.py.
 
 ``spark.read.format("ick")`` is a non-destructive snapshot of both sets. Spark asks the
 data source for its schema without saying whether it reads a batch or a stream, so the
@@ -14,6 +16,7 @@ default schema is STREAM_SCHEMA; a batch read returns whichever of the columns
 reserved outside the reservation log, e.g. by a Ruby consumer of the gem).
 
 Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
+``memberType`` (``string`` | ``binary``),
 ``maxMembersPerTrigger`` (default 500000, split across shards), ``consumerId``,
 ``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
 micro-batch is read in ``max(1, members // this)`` tasks, a shard's big batch by several).
@@ -29,6 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import (
+    BinaryType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
@@ -38,28 +43,53 @@ from pyspark.sql.types import (
 )
 
 from ..cli import age, server_time
+from ..columns import NotUtf8, utf8
 from ..connection import ConnectionSpec
-from ..errors import IckConfigError
+from ..errors import IckConfigError, IckError
 from ..ick import ShardedIck, text
 from ..keys import shard_names
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
 from .source import ReservationStreamReader
 
-STREAM_SCHEMA = StructType([
-    StructField("member", StringType(), False),
-    StructField("score", DoubleType(), False),
-    StructField("shard", IntegerType(), False),
-    StructField("reservation", LongType(), True),  # a snapshot's queued members: null
-])
-SNAPSHOT_COLUMNS = {
-    "member": StringType(), "score": DoubleType(), "shard": IntegerType(),
-    "reservation": LongType(), "state": StringType(),
-}
-SNAPSHOT_SCHEMA = StructType([StructField(n, t, True) for n, t in SNAPSHOT_COLUMNS.items()])
+
+def member_type(binary: bool) -> DataType:
+    """The type of the member column: binary with ``memberType=binary``, else string."""
+    return BinaryType() if binary else StringType()
+
+
+def stream_schema(binary: bool = False) -> StructType:
+    """``member string|binary, score double, shard int, reservation long``."""
+    return StructType([
+        StructField("member", member_type(binary), False),
+        StructField("score", DoubleType(), False),
+        StructField("shard", IntegerType(), False),
+        StructField("reservation", LongType(), True),  # a snapshot's queued members: null
+    ])
+
+
+def snapshot_columns(binary: bool = False) -> dict[str, DataType]:
+    """The columns a batch read can return, by name."""
+    return {"member": member_type(binary), "score": DoubleType(), "shard": IntegerType(),
+            "reservation": LongType(), "state": StringType()}
+
+
+def snapshot_schema(binary: bool = False) -> StructType:
+    """Every column of a batch read (``state`` too), all nullable."""
+    return StructType([StructField(n, t, True) for n, t in snapshot_columns(binary).items()])
+
+
+STREAM_SCHEMA = stream_schema()
+SNAPSHOT_COLUMNS = snapshot_columns()
+SNAPSHOT_SCHEMA = snapshot_schema()
 ARROW_TYPES = {"member": pa.string(), "score": pa.float64(), "shard": pa.int32(),
                "reservation": pa.int64(), "state": pa.string()}
 ROWS_PER_BATCH = 65536
+
+
+def options_binary(opts: Options) -> bool:
+    """Whether option ``memberType`` is ``binary``."""
+    return opts.choice("memberType", ("string", "binary"), "string") == "binary"
 
 
 @dataclass(frozen=True)
@@ -73,6 +103,7 @@ class ReaderOptions:
     consumer_id: str | None
     lease_ms: int
     min_per_partition: int = 100_000
+    binary: bool = False  # memberType=binary
 
     @classmethod
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
@@ -86,6 +117,7 @@ class ReaderOptions:
             consumer_id=stream.string("consumerId"),
             lease_ms=stream.lease_ms(),
             min_per_partition=stream.integer("minMembersPerPartition", minimum=1),
+            binary=options_binary(o),
         )
 
     def sharded(self) -> ShardedIck:
@@ -96,13 +128,17 @@ class ReaderOptions:
         return f"Ick {self.ick!r} shard {shard}" + (f" (key {key!r})" if key != self.ick else "")
 
 
-def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
+def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int,
+                  binary: bool = False, label: str | None = None
                   ) -> Iterator[pa.RecordBatch]:
-    """Rows of STREAM_SCHEMA from ``[(reservation, [member, score, ...]), ...]``, by score.
+    """Rows of ``stream_schema(binary)`` from ``[(reservation, [member, score, ...]), ...]``,
+    by score.
 
     A member in several reservations of the range (re-added while in flight and reserved
     again) appears once: with its lowest score, the first dirty time this delivery covers,
-    and the highest reservation, the one made after its latest add.
+    and the highest reservation, the one made after its latest add. Without ``binary``, a
+    member that is not UTF-8 raises IckError (``label`` names the shard) before any row is
+    yielded: the batch fails, so its reservations stay until a read delivers them.
     """
     members: list[Any] = []
     scores: list[Any] = []
@@ -113,8 +149,18 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
         numbers += [number] * (len(flat) // 2)
     if not members:
         return
+    column = pa.array(members, pa.binary())
+    if not binary:
+        try:
+            column = utf8(column)
+        except NotUtf8 as bad:
+            raise IckError(
+                f"{label or f'Ick shard {shard}'}: member {bad.value!r} (reservation "
+                f"{numbers[bad.index]}) is not UTF-8 text, so it cannot be a string: restart "
+                "the query with option memberType=binary to read it (nothing is lost: the "
+                "reservation stays until a batch delivers it)") from None
     table = pa.table({
-        "member": pa.array(members, pa.string()),
+        "member": column,
         "score": pc.cast(pa.array(scores, pa.string()), pa.float64()),
         "reservation": pa.array(numbers, pa.int64()),
     })
@@ -126,13 +172,14 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int
     if len(entries) > 1:
         table = table.sort_by([("score", "ascending"), ("member", "ascending")])
     table = table.add_column(2, "shard", pa.array([shard] * table.num_rows, pa.int32()))
-    yield from table.cast(arrow_schema(STREAM_SCHEMA)).to_batches(ROWS_PER_BATCH)
+    yield from table.cast(arrow_schema(stream_schema(binary))).to_batches(ROWS_PER_BATCH)
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema of ``schema`` (columns of SNAPSHOT_COLUMNS), nullability included:
-    Spark refuses batches whose nullability differs from the schema it asked for."""
-    return pa.schema([(f.name, ARROW_TYPES[f.name], f.nullable) for f in schema.fields])
+    """The Arrow schema of ``schema`` (columns of ``snapshot_columns``), nullability
+    included: Spark refuses batches whose nullability differs from the schema it asked for."""
+    return pa.schema([(f.name, pa.binary() if isinstance(f.dataType, BinaryType)
+                       else ARROW_TYPES[f.name], f.nullable) for f in schema.fields])
 
 
 class IckStreamReader(ReservationStreamReader):
@@ -165,7 +212,8 @@ class IckStreamReader(ReservationStreamReader):
 
     def arrow(self, shard_log: ReservationLog, shard: int, start: int, end: int
               ) -> Iterator[pa.RecordBatch]:
-        return arrow_batches(shard_log.read(start, end), shard)
+        return arrow_batches(shard_log.read(start, end), shard, self.opts.binary,
+                             self.opts.label(shard))
 
     def backlog(self, shard_log: ReservationLog) -> int:
         return shard_log.backlog()
@@ -190,43 +238,59 @@ class IckSnapshotReader(DataSourceReader):
         assert isinstance(partition, ShardPartition)
         key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
         pset, cset, holder = snapshot(self.opts.connection.client(), key)
-        members = [text(m) for m in pset[0::2]] + [text(m) for m in cset[0::2]]
+        members = pset[0::2] + cset[0::2]
         queued = len(pset) // 2
+        column = pa.array(members, pa.binary())
+        if not self.opts.binary:
+            try:
+                column = utf8(column)
+            except NotUtf8 as bad:
+                raise IckError(
+                    f"{self.opts.label(partition.shard)}: member {bad.value!r} is not UTF-8 "
+                    "text, so it cannot be a string: read with option memberType=binary"
+                ) from None
         data = {
-            "member": members,
             "score": [float(s) for s in pset[1::2]] + [float(s) for s in cset[1::2]],
             "shard": [partition.shard] * len(members),
-            "reservation": [None] * queued + [holder.get(m) for m in members[queued:]],
+            "reservation": [None] * queued + [holder.get(text(m)) for m in members[queued:]],
             "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
         }
-        table = pa.table({f.name: pa.array(data[f.name], ARROW_TYPES[f.name])
+        table = pa.table({f.name: column if f.name == "member" else
+                          pa.array(data[f.name], ARROW_TYPES[f.name])
                           for f in self.schema.fields})
         yield from table.cast(arrow_schema(self.schema)).to_batches(ROWS_PER_BATCH)
 
 
-def _check_columns(schema: StructType) -> None:
+def _check_columns(schema: StructType, binary: bool) -> None:
+    columns = snapshot_columns(binary)
     for f in schema.fields:
-        expected = SNAPSHOT_COLUMNS.get(f.name)
+        expected = columns.get(f.name)
         if expected is None:
             raise IckConfigError(f"format('ick') read: column {f.name!r} is not one of "
-                                 + ", ".join(SNAPSHOT_COLUMNS))
+                                 + ", ".join(columns))
         if f.dataType != expected:
-            raise IckConfigError(f"format('ick') read: column {f.name!r} must be "
-                                 f"{expected.simpleString()}, got {f.dataType.simpleString()}")
+            raise IckConfigError(
+                f"format('ick') read: column {f.name!r} must be {expected.simpleString()}"
+                + (f" (option memberType={'binary' if binary else 'string'})"
+                   if f.name == "member" else "") + f", got {f.dataType.simpleString()}")
 
 
 def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
     """The snapshot reader; ``schema`` picks the columns (see the module docstring)."""
     opts = ReaderOptions.parse(options, ICK_READ)
-    _check_columns(schema)
+    _check_columns(schema, opts.binary)
     reader = IckSnapshotReader(opts, schema)
     opts.sharded().check_shards()
     return reader
 
 
 def stream_reader(options: Any, schema: StructType) -> IckStreamReader:
-    """The stream reader; the schema must be STREAM_SCHEMA."""
-    if [f.name for f in schema.fields] != STREAM_SCHEMA.fieldNames():
+    """The stream reader; the schema must be ``stream_schema()`` (per option memberType)."""
+    opts = ReaderOptions.parse(options)
+    expected = stream_schema(opts.binary)
+    if [f.name for f in schema.fields] != expected.fieldNames() or \
+            schema["member"].dataType != expected["member"].dataType:
         raise IckConfigError("format('ick') readStream has the fixed schema "
-                             f"{STREAM_SCHEMA.simpleString()}, got {schema.simpleString()}")
-    return IckStreamReader(ReaderOptions.parse(options))
+                             f"{expected.simpleString()} (option memberType), got "
+                             f"{schema.simpleString()}")
+    return IckStreamReader(opts)
