@@ -3,10 +3,11 @@
 On the driver, ``batch_writer``/``stream_writer`` validate every option and the schema
 into an ``IckSink`` plan, check the shard count recorded in Redis and
 (``mode("overwrite")``) empty the logical Ick, all before any task runs. The sink of
-sink.py runs the tasks: each Arrow batch is converted column-wise (member to string, score
-to seconds since the epoch as a double, invalid rows found by compute kernels), grouped by
-shard and added in bounded calls (ickadd of ``chunkSize`` members; ickadd_now, scored with
-Redis server time, when the DataFrame has no score column).
+sink.py runs the tasks: each Arrow batch is converted column-wise (member to string, a
+binary member as it is; score to seconds since the epoch as a double; invalid rows found
+by compute kernels), grouped by shard and added in bounded calls (ickadd of ``chunkSize``
+members; ickadd_now, scored with Redis server time, when the DataFrame has no score
+column).
 """
 
 from __future__ import annotations
@@ -206,11 +207,13 @@ def stream_writer(options: Mapping[str, Any], schema: StructType, overwrite: boo
 
 
 def member_strings(column: pa.Array, name: str) -> pa.Array:
-    """The members' string form (binary must be UTF-8)."""
-    if pa.types.is_string(column.type):
+    """The members' string form; a binary column as it is (its bytes are the members)."""
+    if pa.types.is_string(column.type) or pa.types.is_binary(column.type):
         return column
     if pa.types.is_large_string(column.type):
         return column.cast(pa.string())
+    if pa.types.is_large_binary(column.type):
+        return column.cast(pa.binary())
     try:
         return pc.cast(column, pa.string())
     except pa.ArrowInvalid as exc:
@@ -231,7 +234,8 @@ def _count(mask: pa.Array) -> int:
 
 
 def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | None, int]:
-    """Members (string), scores (float64 or None) and how many invalid rows were dropped.
+    """Members (string or binary), scores (float64 or None) and how many invalid rows were
+    dropped.
 
     Raises IckError naming the column and the count when invalid rows are not skipped,
     before anything of the batch is written.
