@@ -16,6 +16,7 @@ from .errors import (
     IckScriptError,
     LeaseBusy,
     LeaseError,
+    LeaseLost,
     RedisFullError,
     ShardCountError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "IckScriptError",
     "LeaseBusy",
     "LeaseError",
+    "LeaseLost",
     "RedisFullError",
     "ShardCountError",
     "ShardedIck",

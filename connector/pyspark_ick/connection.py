@@ -1,8 +1,8 @@
-"""connect(): a Redis URL to a redis-py client, with cluster detection, retry, redaction."""
+"""connect(): a Redis URL to a redis-py client, with cluster detection and retry; the
+client of a process for a ConnectionSpec (what Spark ships to executors)."""
 
 from __future__ import annotations
 
-import re
 import socket
 import ssl
 import threading
@@ -17,121 +17,15 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from . import retry
-from .errors import IckConfigError, IckConnectionError
+from .errors import IckConfigError
+from .redis_errors import connection_error, tls_hint, transient
 from .retry import DEFAULT_RETRY_TIMEOUT
+from .urls import DEFAULT_URL, check_url, parse_cluster, redact, seeds, where
 
 Client: TypeAlias = Any
 """A redis-py client: ``redis.Redis`` or ``redis.RedisCluster`` (not a pipeline). Typed as
 Any: redis-py types its replies as unions with Awaitable, which every caller would cast."""
 
-DEFAULT_URL = "redis://localhost:6379/0"
-SCHEMES = ("redis", "rediss", "unix")
-_SECRET_QUERY = re.compile(r"(?i)((?:^|&)password=)[^&]*")
-
-
-def _chain(error: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def refused(error: BaseException) -> bool:
-    """True when Redis refused the credentials (also when wrapped, as RedisCluster does)."""
-    return any(isinstance(e, redis.AuthenticationError) or "WRONGPASS" in str(e)
-               or "invalid username-password pair" in str(e) for e in _chain(error))
-
-
-def permanent(error: BaseException) -> bool:
-    """True for a connection error that no retry can cure: credentials or certificates."""
-    return refused(error) or any(isinstance(e, ssl.SSLCertVerificationError)
-                                 for e in _chain(error))
-
-
-def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (safe to log).
-
-    Covers the password of the userinfo (``redis://user:secret@host``) and of the query
-    string (``?password=secret``, which redis-py accepts too); never raises, even on a
-    malformed port.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid URL>"
-    out = url
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    if at and ":" in userinfo:
-        out = out.replace(parts.netloc, f"{userinfo.partition(':')[0]}:***@{hostport}", 1)
-    if parts.query:
-        out = out.replace("?" + parts.query, "?" + _SECRET_QUERY.sub(r"\1***", parts.query), 1)
-    return out
-
-
-def where(url: str) -> str:
-    """Scheme, host and port (or socket path) of ``url``, without credentials."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    return f"{parts.scheme}://" + ",".join(_host_port(seed) for seed in seeds(url))
-
-
-def _host_port(url: str) -> str:
-    parts = urlsplit(url)
-    try:
-        port = str(parts.port or 6379)
-    except ValueError:
-        port = "?"
-    return f"{parts.hostname}:{port}"
-
-
-def seeds(url: str) -> list[str]:
-    """One URL per seed node of ``url``: ``redis://user:pw@h1:1,h2:2/0`` lists two nodes
-    of a cluster (each URL keeps the scheme, credentials, path and query)."""
-    parts = urlsplit(url)
-    userinfo, at, hosts = parts.netloc.rpartition("@")
-    if "," not in hosts:
-        return [url]
-    rest = url[len(f"{parts.scheme}://{parts.netloc}"):]
-    return [f"{parts.scheme}://{userinfo}{at}{host.strip()}{rest}"
-            for host in hosts.split(",") if host.strip()]
-
-
-def parse_cluster(value: Any) -> str:
-    """``auto``, ``yes`` or ``no`` from an option value."""
-    text = str(value).strip().lower()
-    if text in ("auto", ""):
-        return "auto"
-    if text in ("true", "yes", "1", "on"):
-        return "yes"
-    if text in ("false", "no", "0", "off"):
-        return "no"
-    raise IckConfigError(f"redis.cluster must be auto, true or false, got {value!r}")
-
-
-def check_url(url: str) -> str:
-    """``url`` if its scheme is one of SCHEMES, else IckConfigError (password hidden)."""
-    if urlsplit(url).scheme not in SCHEMES:
-        raise IckConfigError(
-            f"redis.url must start with redis://, rediss:// or unix://, got {redact(url)!r}")
-    return url
-
-
-def tls_hint(error: BaseException, scheme: str) -> str | None:
-    """A hint when the first contact failed the way a TLS mismatch does, else None: a TLS
-    handshake with a plain server times out or fails; a plain client is reset by a server
-    that speaks only TLS (and by a load balancer whose Redis is restarting)."""
-    chain = _chain(error)
-    if scheme == "rediss" and any(isinstance(e, ssl.SSLError) or "handshake" in str(e)
-                                  for e in chain):
-        return ("the TLS handshake failed: is this a plain (non-TLS) Redis? Use redis:// "
-                "for it, rediss:// only for a TLS port")
-    if scheme == "redis" and any(isinstance(e, ConnectionResetError) for e in chain):
-        return ("the server reset the connection: does it speak only TLS? Use rediss:// "
-                "(with ?ssl_ca_certs=/path/ca.crt for a private CA)")
-    return None
 
 
 def tls_mismatch(error: BaseException, url: str, timeout: float = 2.0) -> bool:
@@ -168,20 +62,6 @@ def _speaks_plain(address: tuple[str, int], timeout: float) -> bool:
             return sock.recv(1) in (b"+", b"-")
     except OSError:
         return False
-
-
-def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
-    """An IckConnectionError for ``exc`` that names no credentials."""
-    target = f" at {where(url)}" if url else ""
-    if refused(exc):
-        return IckConnectionError(
-            f"Redis{target} refused the username or password "
-            "(check redis.username / redis.password or the URL)"
-        )
-    hint = tls_hint(exc, urlsplit(url).scheme) if url else None
-    return IckConnectionError(f"cannot reach Redis{target}: "
-                              + (f"{hint} ({type(exc).__name__}: {exc})" if hint else
-                                 f"{type(exc).__name__}: {exc}"))
 
 
 def connect(
@@ -250,7 +130,7 @@ def _detect(nodes: list[str], options: dict[str, Any]) -> str:
         try:
             return "yes" if probe.info("cluster").get("cluster_enabled") else "no"
         except redis.RedisError as exc:
-            if retry.transient(exc) and node != nodes[-1]:
+            if transient(exc) and node != nodes[-1]:
                 error = exc
                 continue
             raise

@@ -31,6 +31,15 @@ class LeaseError(IckError):
     """Another consumer holds the lease of a shard, or this one lost it (fencing)."""
 
 
+class LeaseLost(LeaseError):
+    """This consumer was fenced: ``owner`` (empty: nobody) holds the lease now, with a newer
+    token, and this one may not reserve or commit any more."""
+
+    def __init__(self, message: str, owner: str = "") -> None:
+        super().__init__(message)
+        self.owner = owner
+
+
 class LeaseBusy(LeaseError):
     """Another owner holds a live lease: ``idle_ms`` since its renewal at ``renewed_at``
     (Redis time, ms); it counts as gone once idle for ``gone_after_ms``."""

@@ -3,8 +3,9 @@
 A lease hash holds the owner, a fencing token, an expiry and the last renewal, all in
 Redis time. ``Lease.acquire`` returns a ``Fence`` (owner, a new token, the lease time);
 the logs' reserve and commit take it and check it inside their Lua, so a consumer whose
-lease was taken can change nothing. A refusal is an ``errors.LeaseBusy`` (the script's
-``ICK LEASE`` error, translated by ``scripts.translate``).
+lease was taken can change nothing. A refusal is ``errors.LeaseBusy`` (another owner
+holds the lease) or ``errors.LeaseLost`` (this one was fenced): the script's ``ICK LEASE``
+error, translated by ``redis_errors.lease_refusal``.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Lease:
         return Fence(owner, self._call("acquire", owner, 0, ttl_ms, beat_ms), ttl_ms)
 
     def renew(self, fence: Fence) -> None:
-        """Extend the lease; raises LeaseBusy when it was taken (this consumer is fenced)."""
+        """Extend the lease; raises LeaseLost when it was taken (this consumer is fenced)."""
         self._call("renew", fence.owner, fence.token, fence.ttl_ms)
 
     def release(self, fence: Fence) -> bool:

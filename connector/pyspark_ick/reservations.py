@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from . import scripts
 from .connection import Client
 from .errors import IckError
-from .ick import text
+from .ick import Ick, text
 from .keys import IckKeys, check_name
 from .lease import Fence, Lease
 
@@ -125,8 +125,6 @@ class ReservationLog:
         """Members that reserves would take now: the queued ones, and those that a
         consumer outside the log (a gem consumer, ``Ick.reserve``) left in the cset,
         which the first reserve with no reservation open adopts (lua/rlog_reserve.lua)."""
-        from .ick import Ick
-
         stats = Ick(self.client, self.keys.master).stats()
         if not stats:
             return 0
@@ -245,8 +243,6 @@ def snapshot(client: Client, master_key: str
     reserved during the read appears as queued or as reserved (the pset is read first),
     unless it was committed too before the cset was read; adds during the read may show.
     """
-    from .ick import Ick
-
     k = IckKeys(check_name(master_key))
     what = f"Ick {master_key!r}"
     if Ick(client, master_key).stats() is None:  # checks the version flag

@@ -1,9 +1,10 @@
 """Transient Redis errors, retried with exponential backoff and jitter until a deadline.
 
 Redis restarts, fails over, migrates slots and loads its data set: for a while it refuses
-connections or answers LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN, READONLY, MOVED or
-ASK. ``call`` rides such an outage out for ``redis.retryTimeout`` seconds (per client:
-``configure``), then raises the last error.
+or resets connections or answers LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
+READONLY, MOVED or ASK. ``call`` rides such an outage out for ``redis.retryTimeout``
+seconds (per client: ``configure``), then raises the last error. Which errors are retried
+is redis_errors.retryable.
 
 A retried call may already have run on the server when its reply was lost (a timeout, a
 connection reset). Every script of the connector tolerates that (ickadd keeps the lower
@@ -16,15 +17,13 @@ only when the error proves the command never ran.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import redis
-from redis.exceptions import RedisClusterException
+from .redis_errors import retryable
 
 logger = logging.getLogger("pyspark_ick.retry")
 
@@ -37,10 +36,6 @@ with room for the restart of a small server that reloads its AOF."""
 
 FIRST_DELAY = 0.05
 MAX_DELAY = 2.0
-
-# Replies that refuse a command before it runs: the command did nothing.
-REFUSALS = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
-            "MOVED", "ASK", "TTL exhausted")
 
 _timeouts: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
@@ -58,66 +53,6 @@ def timeout_of(client: Any) -> float:
         return DEFAULT_RETRY_TIMEOUT
 
 
-def _message(error: BaseException) -> str:
-    return str(error).lstrip("-")
-
-
-def _permanent(error: BaseException) -> bool:
-    from .connection import permanent
-
-    return permanent(error) or isinstance(error, redis.exceptions.AuthorizationError)
-
-
-CONNECTING = frozenset({"connect", "_connect", "connect_check_health", "on_connect",
-                        "on_connect_check_health"})
-"""redis-py's functions that open a connection (its module connection.py): an error
-raised inside one of them came before the command was sent."""
-
-
-def while_connecting(error: BaseException) -> bool:
-    """True when ``error`` was raised while redis-py opened the connection for the command
-    (a refusal, a reset or a timeout of the handshake): the command was never sent.
-    redis-py raises the same ConnectionError for a reset then and while reading a reply;
-    only the frames tell them apart."""
-    tb = error.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if code.co_name in CONNECTING and code.co_filename.endswith(
-                os.path.join("redis", "connection.py")):
-            return True
-        tb = tb.tb_next
-    return False
-
-
-def not_run(error: BaseException) -> bool:
-    """True when Redis (or the network) refused the command before it ran."""
-    if _permanent(error):
-        return False
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and \
-            while_connecting(error):
-        return True
-    if isinstance(error, (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-                          redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError,
-                          redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError)):
-        return True
-    if isinstance(error, redis.ConnectionError) and (
-            "Connection refused" in str(error) or "Error 111 " in str(error)):
-        return True
-    if isinstance(error, RedisClusterException) and "at least one reachable node" in str(error):
-        return True
-    return _message(error).startswith(REFUSALS)
-
-
-def transient(error: BaseException) -> bool:
-    """True for an error that a later attempt may not meet (an outage, a failover)."""
-    if _permanent(error):
-        return False
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, ConnectionError,
-                          TimeoutError)):
-        return True
-    return not_run(error)
-
-
 def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
          what: str = "Redis", final: Callable[[Exception], bool] | None = None) -> T:
     """``fn()``, retried on transient errors for up to ``timeout`` seconds.
@@ -132,14 +67,13 @@ def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
         try:
             result = fn()
         except Exception as exc:
-            retry = (not_run(exc) if not replay_safe else transient(exc)) and not (
-                final and final(exc))
+            retry = retryable(exc, replay_safe) and not (final and final(exc))
             left = deadline - time.monotonic()
             if not retry or left <= 0:
                 raise
             if attempt == 0:
                 logger.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
-                            what, type(exc).__name__, _message(exc), left)
+                               what, type(exc).__name__, str(exc).lstrip("-"), left)
             pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** attempt))
             time.sleep(min(max(pause, 0.01), left))
             attempt += 1

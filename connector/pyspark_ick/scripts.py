@@ -4,8 +4,7 @@ Every script is run by EVALSHA. A script is loaded (SCRIPT LOAD, which redis-py 
 every primary of a cluster) the first time a client uses it, so cluster pipelines find it
 on every node; a NOSCRIPT reply (server restarted, failed over or flushed) reloads and
 retries. Transient errors are retried for the client's redis.retryTimeout (retry.py).
-Errors raised by Redis become IckScriptError (RedisFullError when Redis is at maxmemory),
-connection errors IckConnectionError.
+Errors become IckErrors through redis_errors.translate.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from redis.exceptions import RedisClusterException
 
 from . import retry
 from .connection import Client
-from .errors import IckConnectionError, IckError, IckScriptError, LeaseBusy, RedisFullError
+from .errors import IckError, IckScriptError
+from .redis_errors import translate
 
 PRELUDE = "_prelude"
 
@@ -120,49 +120,6 @@ def _load(client: Client, names: Sequence[str], force: bool = False) -> None:
         if force or name not in done:
             client.script_load(source(name))
             done.add(name)
-
-
-def translate(exc: Exception, what: str | None = None) -> IckError:
-    """The IckError for an error raised by redis-py; ``what`` names the Ick or dehydrator."""
-    from .connection import connection_error, permanent
-
-    message = str(exc)
-    if permanent(exc):  # a refused password or certificate: not retried
-        return connection_error(exc)
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
-            or retry.transient(exc):
-        return IckConnectionError(
-            f"{what or 'Redis'}: Redis did not answer within redis.retryTimeout "
-            f"(restarting, failing over, migrating a slot?): {type(exc).__name__}: {message}")
-    if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua (its error scheme)
-        message = message[message.index("ICK ") + 4:]
-        if message.startswith("LEASE "):
-            return lease_refusal(message.split(" script: ")[0][6:], what or "a shard")
-    # Redis 7 appends the script location to errors raised inside scripts
-    message = message.split(" script: ")[0].strip()
-    if isinstance(exc, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in message:
-        said = message[message.index("command not allowed"):] if "command not allowed" in \
-            message else message  # Redis 6.2 wraps it in "Error running script ..."
-        return RedisFullError(
-            f"{what or 'the write'}: Redis is full (used memory > maxmemory, and the "
-            "eviction policy keeps every key): nothing was added. Let the consumers drain "
-            f"the queues, or raise maxmemory. Redis said: {said}")
-    return IckScriptError(message)  # script errors name their keys themselves
-
-
-def lease_refusal(detail: str, what: str) -> LeaseBusy:
-    """The error for ``ICK LEASE <detail>`` about ``what``: ``busy`` when acquiring a
-    lease another owner holds, ``lost`` when the caller was fenced (lua/_prelude.lua)."""
-    kind, expires, idle, renewed, gone, *owner_words = detail.strip().split(" ")
-    owner = " ".join(owner_words)
-    if kind == "busy":
-        message = (f"{what}: cannot consume: consumer {owner!r} holds the lease (renewed "
-                   f"{idle} ms ago, expires in {expires} ms unless renewed)")
-    else:
-        holder = f"{owner!r} holds it now, with a newer token" if owner else "nobody holds it"
-        message = (f"{what}: this consumer lost its lease ({holder}): it may not reserve "
-                   "or commit any more")
-    return LeaseBusy(message, owner, int(expires), int(idle), int(renewed), int(gone))
 
 
 def run(client: Client, name: str, keys: Sequence[str], args: Sequence[Any] = (), *,

@@ -1,0 +1,186 @@
+"""What a Redis error means, in one place: whether a retry may help, whether the command
+can have run, and the IckError a user sees.
+
+The retry rule (retry.py applies it): an error is *transient* when a later attempt may
+not meet it (an outage, a failover, a migrating slot); a transient error is retried for
+any call if it proves the command never ran (*not_run*: a refusal such as LOADING,
+TRYAGAIN or READONLY, a connection refused, or any error while redis-py was still opening
+the connection), and only for a *replay-safe* call otherwise (a timeout or a reset
+mid-call: the command may have run, its reply was lost). Credentials, certificates and
+ACL permissions are never retried.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from urllib.parse import urlsplit
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from .errors import (
+    IckConnectionError,
+    IckError,
+    IckScriptError,
+    LeaseBusy,
+    LeaseError,
+    LeaseLost,
+    RedisFullError,
+)
+from .urls import where
+
+REFUSALS = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
+            "MOVED", "ASK", "TTL exhausted")
+"""Replies that refuse a command before it runs: the command did nothing."""
+
+NOT_RUN_TYPES = (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
+                 redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError,
+                 redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError)
+
+CONNECTING = frozenset({"connect", "_connect", "connect_check_health", "on_connect",
+                        "on_connect_check_health"})
+"""redis-py's functions that open a connection (its module connection.py): an error
+raised inside one of them came before the command was sent."""
+
+
+def chain(error: BaseException) -> list[BaseException]:
+    """``error`` and its causes and contexts, outermost first."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def refused(error: BaseException) -> bool:
+    """True when Redis refused the credentials (also when wrapped, as RedisCluster does)."""
+    return any(isinstance(e, redis.AuthenticationError) or "WRONGPASS" in str(e)
+               or "invalid username-password pair" in str(e) for e in chain(error))
+
+
+def permanent(error: BaseException) -> bool:
+    """True for a connection error that no retry can cure: credentials or certificates."""
+    return refused(error) or any(isinstance(e, ssl.SSLCertVerificationError)
+                                 for e in chain(error))
+
+
+def _never_retried(error: BaseException) -> bool:
+    return permanent(error) or isinstance(error, redis.exceptions.AuthorizationError)
+
+
+def while_connecting(error: BaseException) -> bool:
+    """True when ``error`` was raised while redis-py opened the connection for the command
+    (a refusal, a reset or a timeout of the handshake): the command was never sent.
+    redis-py raises the same ConnectionError for a reset then and while reading a reply;
+    only the frames tell them apart."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name in CONNECTING and code.co_filename.endswith(
+                os.path.join("redis", "connection.py")):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def not_run(error: BaseException) -> bool:
+    """True when Redis (or the network) refused the command before it ran."""
+    if _never_retried(error):
+        return False
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and \
+            while_connecting(error):
+        return True
+    if isinstance(error, NOT_RUN_TYPES):
+        return True
+    if isinstance(error, redis.ConnectionError) and (
+            "Connection refused" in str(error) or "Error 111 " in str(error)):
+        return True
+    if isinstance(error, RedisClusterException) and "at least one reachable node" in str(error):
+        return True
+    return str(error).lstrip("-").startswith(REFUSALS)
+
+
+def transient(error: BaseException) -> bool:
+    """True for an error that a later attempt may not meet (an outage, a failover)."""
+    if _never_retried(error):
+        return False
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, ConnectionError,
+                          TimeoutError)):
+        return True
+    return not_run(error)
+
+
+def retryable(error: BaseException, replay_safe: bool) -> bool:
+    """Whether a call that raised ``error`` may be made again (see the module docstring)."""
+    return transient(error) if replay_safe else not_run(error)
+
+
+def tls_hint(error: BaseException, scheme: str) -> str | None:
+    """A hint when the first contact failed the way a TLS mismatch does, else None: a TLS
+    handshake with a plain server times out or fails; a plain client is reset by a server
+    that speaks only TLS (and by a load balancer whose Redis is restarting)."""
+    errors = chain(error)
+    if scheme == "rediss" and any(isinstance(e, ssl.SSLError) or "handshake" in str(e)
+                                  for e in errors):
+        return ("the TLS handshake failed: is this a plain (non-TLS) Redis? Use redis:// "
+                "for it, rediss:// only for a TLS port")
+    if scheme == "redis" and any(isinstance(e, ConnectionResetError) for e in errors):
+        return ("the server reset the connection: does it speak only TLS? Use rediss:// "
+                "(with ?ssl_ca_certs=/path/ca.crt for a private CA)")
+    return None
+
+
+def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
+    """An IckConnectionError for ``exc`` that names no credentials."""
+    target = f" at {where(url)}" if url else ""
+    if refused(exc):
+        return IckConnectionError(
+            f"Redis{target} refused the username or password "
+            "(check redis.username / redis.password or the URL)"
+        )
+    hint = tls_hint(exc, urlsplit(url).scheme) if url else None
+    return IckConnectionError(f"cannot reach Redis{target}: "
+                              + (f"{hint} ({type(exc).__name__}: {exc})" if hint else
+                                 f"{type(exc).__name__}: {exc}"))
+
+
+def translate(exc: Exception, what: str | None = None) -> IckError:
+    """The IckError for an error raised by redis-py; ``what`` names the Ick or dehydrator."""
+    message = str(exc)
+    if permanent(exc):  # a refused password or certificate: not retried
+        return connection_error(exc)
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
+            or transient(exc):
+        return IckConnectionError(
+            f"{what or 'Redis'}: Redis did not answer within redis.retryTimeout "
+            f"(restarting, failing over, migrating a slot?): {type(exc).__name__}: {message}")
+    if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua (its error scheme)
+        message = message[message.index("ICK ") + 4:]
+        if message.startswith("LEASE "):
+            return lease_refusal(message.split(" script: ")[0][6:], what or "a shard")
+    # Redis 7 appends the script location to errors raised inside scripts
+    message = message.split(" script: ")[0].strip()
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in message:
+        said = message[message.index("command not allowed"):] if "command not allowed" in \
+            message else message  # Redis 6.2 wraps it in "Error running script ..."
+        return RedisFullError(
+            f"{what or 'the write'}: Redis is full (used memory > maxmemory, and the "
+            "eviction policy keeps every key): nothing was added. Let the consumers drain "
+            f"the queues, or raise maxmemory. Redis said: {said}")
+    return IckScriptError(message)  # script errors name their keys themselves
+
+
+def lease_refusal(detail: str, what: str) -> LeaseError:
+    """The error for ``ICK LEASE <detail>`` about ``what`` (lua/_prelude.lua): LeaseBusy
+    when acquiring a lease another owner holds, LeaseLost when the caller was fenced."""
+    kind, expires, idle, renewed, gone, *owner_words = detail.strip().split(" ")
+    owner = " ".join(owner_words)
+    if kind == "busy":
+        return LeaseBusy(f"{what}: cannot consume: consumer {owner!r} holds the lease "
+                         f"(renewed {idle} ms ago, expires in {expires} ms unless renewed)",
+                         owner, int(expires), int(idle), int(renewed), int(gone))
+    holder = f"{owner!r} holds it now, with a newer token" if owner else "nobody holds it"
+    return LeaseLost(f"{what}: this consumer lost its lease ({holder}): it may not reserve "
+                     "or commit any more", owner)

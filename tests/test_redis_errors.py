@@ -1,0 +1,159 @@
+"""The retry rule and the error translation (redis_errors.py), table-driven: which errors a
+retry may cure (transient), which prove the command never ran (not_run), and so which
+calls retry.call repeats, replay-safe or not. The errors that only a real connection gives
+(their redis-py frames tell a reset while connecting from one mid-call) come from real
+sockets: a closed port, a proxy that resets, a proxy that swallows the reply."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from fault_proxy import FaultProxy
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException
+from redis.retry import Retry
+
+from pyspark_ick import (
+    IckConnectionError,
+    IckScriptError,
+    LeaseBusy,
+    LeaseLost,
+    RedisFullError,
+    retry,
+)
+from pyspark_ick import redis_errors as rules
+from pyspark_ick.testing import RedisServer, free_port
+
+
+def raised(call: Callable[[], Any]) -> BaseException:
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the error is the result
+        return exc
+    raise AssertionError("no error")
+
+
+def bare(port: int, timeout: float = 1.0) -> redis.Redis:
+    """A redis-py client without retries of its own."""
+    return redis.Redis(port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
+                       retry=Retry(NoBackoff(), 0))
+
+
+@pytest.fixture
+def proxy(redis_standalone: RedisServer) -> Iterator[FaultProxy]:
+    with FaultProxy(redis_standalone.port) as fronted:
+        yield fronted
+
+
+def refused_port() -> BaseException:
+    return raised(bare(free_port()).ping)
+
+
+def reset_while_connecting(proxy: FaultProxy) -> BaseException:
+    proxy.reset_new(5)
+    return raised(bare(proxy.port).ping)
+
+
+def reply_lost(proxy: FaultProxy) -> BaseException:
+    client = bare(proxy.port, timeout=0.3)
+    client.ping()  # connected: the next command is sent, its reply never comes
+    proxy.blackhole(1)
+    return raised(client.ping)
+
+
+def cert_refused() -> BaseException:
+    cause = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    error = redis.ConnectionError("Error connecting: certificate verify failed")
+    error.__cause__ = cause
+    return error
+
+
+#: name, the error, transient, not_run
+RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
+    ("LOADING", lambda p: redis.exceptions.BusyLoadingError("Redis is loading"), True, True),
+    ("TRYAGAIN", lambda p: redis.exceptions.TryAgainError("TRYAGAIN slot"), True, True),
+    ("READONLY", lambda p: redis.exceptions.ReadOnlyError("You can't write"), True, True),
+    ("CLUSTERDOWN", lambda p: redis.exceptions.ClusterDownError("CLUSTERDOWN"), True, True),
+    ("MASTERDOWN", lambda p: redis.ResponseError("MASTERDOWN Link with MASTER is down"),
+     True, True),
+    ("BUSY script", lambda p: redis.ResponseError("BUSY Redis is busy running a script"),
+     True, True),
+    ("no reachable cluster node", lambda p: RedisClusterException(
+        "Redis Cluster cannot be connected. Please provide at least one reachable node"),
+     True, True),
+    ("connection refused", lambda p: refused_port(), True, True),
+    ("reset while connecting", reset_while_connecting, True, True),
+    ("reply lost (timeout mid-call)", reply_lost, True, False),
+    ("reset mid-call", lambda p: redis.ConnectionError(
+        "Error while reading from 127.0.0.1:7000 : (104, 'Connection reset by peer')"),
+     True, False),
+    ("wrong password", lambda p: redis.AuthenticationError("invalid password"), False, False),
+    ("WRONGPASS", lambda p: redis.ResponseError("WRONGPASS invalid username-password pair"),
+     False, False),
+    ("NOPERM", lambda p: redis.exceptions.NoPermissionError("NOPERM no permissions"),
+     False, False),
+    ("certificate", lambda p: cert_refused(), False, False),
+    ("script error", lambda p: redis.ResponseError("ERR wrong number of arguments"),
+     False, False),
+    ("OOM", lambda p: redis.exceptions.OutOfMemoryError("OOM command not allowed"),
+     False, False),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES,
+                         ids=[r[0] for r in RULES])
+def test_retry_rule(proxy, name, make, transient, not_run):
+    error = make(proxy)
+    assert rules.transient(error) is transient, name
+    assert rules.not_run(error) is not_run, name
+    assert rules.retryable(error, replay_safe=True) is transient
+    assert rules.retryable(error, replay_safe=False) is not_run
+
+
+@pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES,
+                         ids=[r[0] for r in RULES])
+def test_retry_call_repeats_exactly_what_the_rule_allows(proxy, name, make, transient,
+                                                         not_run):
+    error = make(proxy)
+    for replay_safe, repeats in ((True, transient), (False, not_run)):
+        calls = []
+
+        def once(calls: list[int] = calls) -> str:
+            calls.append(1)
+            if len(calls) == 1:
+                raise error
+            return "ok"
+
+        if repeats:
+            assert retry.call(once, 5, replay_safe=replay_safe) == "ok" and len(calls) == 2
+        else:
+            with pytest.raises(type(error)):
+                retry.call(once, 5, replay_safe=replay_safe)
+            assert len(calls) == 1, (name, replay_safe)
+
+
+def test_translate_names_what_to_do():
+    full = rules.translate(redis.exceptions.OutOfMemoryError(
+        "OOM command not allowed when used memory > 'maxmemory'."), "Ick 'q'")
+    assert isinstance(full, RedisFullError) and "Ick 'q': Redis is full" in str(full)
+    away = rules.translate(redis.ConnectionError("Error 111 connecting"), "Ick 'q'")
+    assert isinstance(away, IckConnectionError) and "redis.retryTimeout" in str(away)
+    wrong = rules.translate(redis.AuthenticationError("invalid password"))
+    assert isinstance(wrong, IckConnectionError) and "refused the username" in str(wrong)
+    script = rules.translate(redis.ResponseError(
+        "ICK no version flag at 'q' script: abc123, on @user_script:12."))
+    assert type(script) is IckScriptError and str(script) == "no version flag at 'q'"
+
+
+def test_lease_refusals_are_busy_or_lost():
+    busy = rules.translate(redis.ResponseError("ICK LEASE busy 5000 1000 77 4000 alpha"),
+                           "Ick 'q' shard 0")
+    assert isinstance(busy, LeaseBusy) and busy.owner == "alpha" and busy.idle_ms == 1000
+    assert "'alpha' holds the lease" in str(busy)
+    lost = rules.translate(redis.ResponseError("ICK LEASE lost 0 0 0 0 beta"), "Ick 'q'")
+    assert isinstance(lost, LeaseLost) and not isinstance(lost, LeaseBusy)
+    assert lost.owner == "beta" and "lost its lease ('beta' holds it now" in str(lost)
