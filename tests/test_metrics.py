@@ -70,3 +70,24 @@ def test_the_cli_serves_metrics(redis_url, client):
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_the_exporter_reads_the_registry_not_the_keyspace(client):
+    ShardedIck(client, "kept", 2).add({"a": 1.0})
+    ShardedIck(client, "gone", 1).add({"b": 1.0})
+    Dehydrator(client, "later").park(["x"], ["y"], [0])
+    for i in range(2000):  # a busy shared Redis: keys of other applications
+        client.set(f"app:{i}", i)
+    ShardedIck(client, "gone", 1).delete()
+    client.config_resetstat()
+    port = free_port()
+    server = serve(client, port)
+    try:
+        m = scrape(port)
+    finally:
+        server.shutdown()
+    assert m['pyspark_ick_queued{ick="kept",shard="0"}'] + \
+        m['pyspark_ick_queued{ick="kept",shard="1"}'] == 1
+    assert not any('ick="gone"' in name for name in m)  # deleted: left the registry
+    assert m['pyspark_ick_dehydrator_parked{dehydrator="later",shard="0"}'] == 1
+    assert "cmdstat_scan" not in client.info("commandstats")  # no keyspace scan

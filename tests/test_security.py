@@ -26,9 +26,12 @@ from pyspark_ick import (
     ShardedIck,
     connect,
 )
+from pyspark_ick.acl import acl_line, acl_rules
 from pyspark_ick.connection import ConnectionSpec, redact
+from pyspark_ick.ick import queue_add
+from pyspark_ick.keys import IckKeys
 from pyspark_ick.options import Options
-from pyspark_ick.testing import acl_line, acl_rules, free_port, server_binary, wait_until
+from pyspark_ick.testing import free_port, server_binary, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 PASSWORD = "s3cret-Pa55"
@@ -155,7 +158,8 @@ def test_acl_user_is_refused_everything_else(acl_url, client):
         Ick(restricted, "other_queue").add({"a": 1})
     with pytest.raises(redis.exceptions.NoPermissionError):
         restricted.get("dirty_docs_but_not_ours")
-    for command in (["KEYS", "*"], ["FLUSHALL"], ["CONFIG", "GET", "*"], ["EVAL", "return 1", 0]):
+    for command in (["KEYS", "*"], ["FLUSHALL"], ["CONFIG", "GET", "*"],
+                    ["EVAL", "return redis.call('GET', KEYS[1])", 1, "not_ours"]):
         with pytest.raises(redis.exceptions.NoPermissionError):
             restricted.execute_command(*command)
     assert client.dbsize() == 0
@@ -307,3 +311,12 @@ def test_tls_on_one_side_only_says_so_at_once(redis_tls, redis_url):
     with pytest.raises(IckConnectionError, match=r"does it speak only TLS\? Use rediss://"):
         connect(f"redis://127.0.0.1:{redis_tls.port}/0", timeout=2)
     assert time.monotonic() - started < 8  # not retried for redis.retryTimeout
+
+
+def test_acl_user_queues_adds_on_its_own_pipeline_and_registers_its_icks(acl_url, client):
+    restricted = connect(acl_url)
+    pipe = restricted.pipeline(transaction=False)
+    queue_add(pipe, IckKeys(NAMES[0]), ["piped"], [1.0])
+    pipe.execute()
+    ShardedIck(restricted, NAMES[0], 1).check_shards()
+    assert client.smembers("pyspark-ick/registry/ick") == {NAMES[0].encode()}

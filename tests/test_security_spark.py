@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pyspark_ick import Dehydrator, ShardedIck, connect
-from pyspark_ick.testing import acl_rules
+from pyspark_ick.acl import acl_rules
 
 PASSWORD = "Sp4rk-s3cret"
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from . import scripts
 from .connection import Client
 from .errors import IckConfigError, ShardCountError
-from .ick import as_bytes, check_client, number_text, text
+from .ick import as_bytes, check_client, number_text, register, text, unregister
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .lease import Fence, Lease
 from .reservations import (
@@ -155,6 +155,7 @@ class Dehydrator:
                 f"dehydrator {self.name!r} has {recorded} shards recorded in Redis, "
                 f"but {self.shards} were given"
             )
+        register(self.client, self.name, "dehydrator", self.label)
         self._checked = True
 
     def _by_shard(self, ids: Iterable[Any]) -> dict[int, list[tuple[int, bytes]]]:
@@ -339,6 +340,7 @@ class Dehydrator:
             claims = [keys.claim(n) for n in range(committed + 1, claimed + 1)]
             removed += int(scripts.run(self.client, "delete_keys", keys.fixed_keys() + claims,
                                        what=self.label))
+        unregister(self.client, self.name, "dehydrator", self.label)
         removed += int(scripts.run(self.client, "delete_keys",
                                    [shard_count_key(self.name, "dehydrator")],
                                    what=self.label))

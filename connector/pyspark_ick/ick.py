@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -11,8 +12,18 @@ import redis.cluster
 
 from . import scripts
 from .connection import Client
-from .errors import IckConfigError, ShardCountError
-from .keys import IckKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
+from .errors import IckConfigError, IckScriptError, ShardCountError
+from .keys import (
+    IckKeys,
+    check_name,
+    check_shards,
+    registry_key,
+    shard_count_key,
+    shard_names,
+    shard_of,
+)
+
+logger = logging.getLogger("pyspark_ick.ick")
 
 CHUNK = 1000  # members per ickadd call (bounded work: scripts.ITEMS_PER_CALL)
 
@@ -123,6 +134,32 @@ def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
         new += int(reply[0])
         changed += int(reply[1])
     return new, changed
+
+
+_unregistered: set[str] = set()  # registries this process could not write (warned once)
+
+
+def register(client: Client, name: str, kind: str, label: str) -> None:
+    """Add logical Ick (or dehydrator) ``name`` to the registry the exporter reads
+    (keys.registry_key; idempotent). A user whose ACL lacks the registry (an ACL line
+    older than docs/security.md's) is warned once, not failed: producers and consumers
+    do not need it."""
+    try:
+        scripts.command(client, partial(client.sadd, registry_key(kind), name), what=label)
+    except IckScriptError as exc:
+        if kind not in _unregistered:
+            _unregistered.add(kind)
+            logger.warning("%s: not added to %s, which the metrics exporter reads (%s); "
+                           "see docs/security.md for the ACL line", label,
+                           registry_key(kind), exc)
+
+
+def unregister(client: Client, name: str, kind: str, label: str) -> None:
+    """Remove ``name`` from the registry (its Ick or dehydrator is deleted)."""
+    try:
+        scripts.command(client, partial(client.srem, registry_key(kind), name), what=label)
+    except IckScriptError as exc:
+        logger.warning("%s: not removed from %s: %s", label, registry_key(kind), exc)
 
 
 def check_client(client: Client) -> Client:
@@ -307,6 +344,8 @@ class ShardedIck:
                 f"Ick {self.name!r} has {int(recorded)} shards recorded in Redis, "
                 f"but {self.shards} were given"
             )
+        if record:
+            register(self.client, self.name, "ick", self.label)
         self._checked = True
 
     def _check_layout(self, sample: int = 16) -> None:
@@ -406,6 +445,7 @@ class ShardedIck:
 
     def _remove(self) -> int:
         removed = sum(ick._remove() for ick in self._icks)
+        unregister(self.client, self.name, "ick", self.label)
         removed += int(scripts.run(self.client, "delete_keys", [shard_count_key(self.name)],
                                    what=self.label))
         self._checked = False

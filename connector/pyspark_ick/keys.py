@@ -64,6 +64,15 @@ def shard_count_key(name: str, kind: str = "ick") -> str:
     return f"{name}/{kind}/shards"
 
 
+REGISTRY_PREFIX = "pyspark-ick/registry/"
+
+
+def registry_key(kind: str = "ick") -> str:
+    """The set of the names of every logical Ick (``kind`` "ick") or dehydrator
+    ("dehydrator") whose shard count was recorded: what the exporter reads."""
+    return REGISTRY_PREFIX + kind
+
+
 @dataclass(frozen=True)
 class IckKeys:
     """Every key of one Ick shard."""

@@ -1,10 +1,10 @@
 """Prometheus metrics of every Ick and dehydrator in a Redis (``pyspark-ick metrics``).
 
-Icks and dehydrators are found by their shard-count keys (``NAME/ick/shards``,
-``NAME/dehydrator/shards``, written by the first Spark reader or writer or ShardedIck
-write; an Ick that only gem producers wrote has none until then). Every scrape reads them
-again with bounded calls (SCAN pages, one small script per shard). Needs the ``metrics``
-extra (prometheus-client).
+Icks and dehydrators are found in the registry (observe.registered: the names whose shard
+count a Spark reader or writer, a ShardedIck or a Dehydrator recorded; an Ick that only gem
+producers wrote is not there until then), not by scanning the keyspace. Every scrape reads
+them again with bounded calls (one small script per shard). Needs the ``metrics`` extra
+(prometheus-client).
 """
 
 from __future__ import annotations
@@ -14,25 +14,9 @@ from functools import partial
 from typing import Any
 
 from . import scripts
-from .cli import stats
 from .connection import Client
 from .dehydrator import Dehydrator
-from .ick import text
-from .keys import shard_count_key
-
-ICK_SUFFIX = shard_count_key("", "ick")
-DEHYDRATOR_SUFFIX = shard_count_key("", "dehydrator")
-
-
-def discover(client: Client, suffix: str) -> dict[str, int]:
-    """name -> recorded shard count of every logical Ick (or dehydrator) in Redis."""
-    found = {}
-    for key in client.scan_iter(match=f"*{suffix}", count=scripts.ITEMS_PER_CALL):
-        name = text(key)[:-len(suffix)]
-        count = client.get(key)
-        if name and count is not None:
-            found[name] = int(count)
-    return found
+from .observe import registered, stats
 
 
 class Collector:
@@ -54,7 +38,7 @@ class Collector:
                     "seconds since the lowest queued score (scores that are Unix times)",
                     ["ick", "shard"])
         lease = gauge("lease_held", "1 when a consumer holds the shard's lease", ["ick", "shard"])
-        for name, shards in sorted(discover(self.client, ICK_SUFFIX).items()):
+        for name, shards in sorted(registered(self.client, "ick").items()):
             for row in stats(self.client, name, shards)["rows"]:
                 labels = [name, str(row["shard"])]
                 queued.add_metric(labels, row["queued"])
@@ -74,7 +58,7 @@ class Collector:
         following = gauge("dehydrator_next_release_seconds",
                           "seconds to the next release (0: one is due; -1: empty)",
                           ["dehydrator"])
-        for name, shards in sorted(discover(self.client, DEHYDRATOR_SUFFIX).items()):
+        for name, shards in sorted(registered(self.client, "dehydrator").items()):
             dehydrator = Dehydrator(self.client, name, shards)
             for i in range(shards):
                 log = dehydrator.claim_log(i)

@@ -356,34 +356,6 @@ def redis_cluster(masters: int = 3) -> Iterator[RedisClusterServers]:
 
 # --- TLS and ACL (docs/security.md) ------------------------------------------------------
 
-# The commands a pyspark-ick user needs, besides its own keys (see acl_rules), each one
-# checked by leaving it out: inside the Lua scripts sorted sets, hashes, strings, lists (the
-# dehydrator source's claims), TYPE, EXISTS, COPY (reserve), DEL, UNLINK and TIME; scripts.py:
-# EVALSHA and SCRIPT LOAD; connect(): PING and INFO (cluster detection); a Redis Cluster
-# client also reads the topology (CLUSTER SLOTS) and the command table (COMMAND).
-ACL_COMMANDS = (
-    "-@all", "+@sortedset", "+@hash", "+@string", "+@list",
-    "+type", "+exists", "+copy", "+del", "+unlink", "+time",
-    "+evalsha", "+script|load", "+ping", "+info", "+cluster|slots", "+command",
-)
-
-
-def acl_key_patterns(*names: str) -> list[str]:
-    """Key patterns covering every key of the Icks or dehydrators ``names`` (any shards)."""
-    return [f"~{p}" for n in names for p in (n, f"{n}:*", f"{n}/*")]
-
-
-def acl_rules(password: str, *names: str) -> list[str]:
-    """ACL SETUSER rules: a user with ``password`` limited to the keys of ``names``."""
-    return ["reset", "on", f">{password}", *acl_key_patterns(*names), *ACL_COMMANDS]
-
-
-def acl_line(user: str, password: str, *names: str) -> str:
-    """The ``users.acl`` / ``redis.conf`` line for ``acl_rules``."""
-    rules = [r for r in acl_rules(password, *names) if r != "reset"]
-    return " ".join(["user", user, *rules])
-
-
 def make_certificates(directory: str | Path) -> dict[str, str]:
     """A throwaway CA and a server certificate for 127.0.0.1 and localhost (openssl CLI).
 

@@ -42,12 +42,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ..cli import age, server_time
 from ..columns import NotUtf8, utf8
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
 from ..ick import ShardedIck, text
 from ..keys import shard_names
+from ..observe import age, server_time
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
 from .source import ReservationStreamReader

@@ -1,0 +1,107 @@
+"""What operators and progress reports read, changing nothing: per-shard sizes with the
+age of the oldest score, reservations and leases, the lowest members, and the logical
+Icks and dehydrators a Redis holds (from the registry, not a keyspace scan). The CLI, the
+Prometheus exporter and the stream reader's progress report all read through here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import scripts
+from .connection import Client
+from .errors import ShardCountError
+from .ick import ShardedIck, pairs, text
+from .keys import check_shards, registry_key, shard_count_key
+from .reservations import describe
+
+EPOCH_2001 = 1e9  # scores above this are taken for Unix times (shown with an age)
+
+
+def recorded_shards(client: Client, name: str, given: int | None, kind: str = "ick") -> int:
+    """``given``, else the shard count recorded in Redis, else 1; raises on a mismatch."""
+    raw = client.get(shard_count_key(name, kind))
+    recorded = int(raw) if raw is not None else None
+    if given is not None and recorded is not None and given != recorded:
+        raise ShardCountError(f"{'Ick' if kind == 'ick' else kind} {name!r} has {recorded} "
+                              f"shards recorded in Redis, but --shards {given} was given")
+    return check_shards(given or recorded or 1)
+
+
+def server_time(client: Client) -> float:
+    """Redis server time in seconds (any node of a cluster)."""
+    reply = client.time()
+    if isinstance(reply, dict):  # a cluster client may answer per node
+        reply = next(iter(reply.values()))
+    return int(reply[0]) + int(reply[1]) / 1e6
+
+
+def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
+    """Per-shard sizes, oldest score and its age, reservations and lease; plus totals."""
+    sharded = ShardedIck(client, name, shards)
+    now = server_time(client)
+    rows = []
+    for i in range(shards):
+        ick = sharded.shard(i)
+        st = ick.stats() or {}
+        lows = [st[k] for k in ("pset_min", "cset_min") if st.get(k) is not None]
+        oldest = min(lows) if lows else None
+        res = describe(client, ick.key)
+        rows.append({
+            "shard": i, "key": ick.key, "exists": bool(st),
+            "queued": st.get("pset_size", 0), "reserved": st.get("cset_size", 0),
+            "oldest_score": oldest, "age_s": age(now, oldest),
+            "oldest_queued_age_s": age(now, st.get("pset_min")),
+            "open_reservations": res.get("open_reservations"),
+            "lease_owner": res.get("lease_owner"),
+            "lease_expires_in_ms": res.get("lease_expires_in_ms"),
+        })
+    opens = [r["open_reservations"] for r in rows if r["open_reservations"] is not None]
+    olds = [r["oldest_score"] for r in rows if r["oldest_score"] is not None]
+    totals = {
+        "queued": sum(r["queued"] for r in rows), "reserved": sum(r["reserved"] for r in rows),
+        "open_reservations": sum(opens) if opens else None,
+        "oldest_score": min(olds) if olds else None, "age_s": age(now, min(olds) if olds else None),
+    }
+    return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
+
+
+def age(now: float, score: float | None) -> float | None:
+    """Seconds since ``score`` when it looks like a Unix time, else None."""
+    if score is None or not EPOCH_2001 <= score <= now + 86400:
+        return None
+    return round(now - score, 3)
+
+
+def peek(client: Client, name: str, shards: int, n: int) -> dict[str, list[tuple[str, float, int]]]:
+    """The ``n`` lowest members of the psets and of the csets, changing nothing."""
+    sharded = ShardedIck(client, name, shards)
+    queued: list[tuple[str, float, int]] = []
+    reserved: list[tuple[str, float, int]] = []
+    step = scripts.ITEMS_PER_CALL  # pages: no call holds Redis long, whatever n is
+    for i in range(shards):
+        for skip in range(0, n, step):
+            pset, cset = scripts.run(client, "ickpeek", sharded.shard(i).keys.base,
+                                     [min(step, n - skip), skip], what=sharded.label)
+            queued += [(m, s, i) for m, s in pairs(pset)]
+            reserved += [(m, s, i) for m, s in pairs(cset)]
+            if len(pset) < 2 * step and len(cset) < 2 * step:
+                break
+
+    def lowest(found: list[tuple[str, float, int]]) -> list[tuple[str, float, int]]:
+        return sorted(found, key=lambda row: (row[1], row[0]))[:n]
+
+    return {"queued": lowest(queued), "reserved": lowest(reserved)}
+
+
+def registered(client: Client, kind: str = "ick") -> dict[str, int]:
+    """name -> recorded shard count of every logical Ick (``kind`` "ick") or dehydrator
+    ("dehydrator") in the registry (keys.registry_key), read in SSCAN pages; a name
+    whose shard count is gone (deleted) is left out."""
+    found: dict[str, int] = {}
+    for raw in client.sscan_iter(registry_key(kind), count=scripts.ITEMS_PER_CALL):
+        name = text(raw)
+        count = client.get(shard_count_key(name, kind))
+        if count is not None:
+            found[name] = int(count)
+    return dict(sorted(found.items()))
