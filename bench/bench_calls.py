@@ -26,7 +26,8 @@ from bench_dehydrator import raw_poll, raw_push, redis_ms
 from common import Report
 
 from pyspark_ick import Dehydrator, Ick, connect, scripts
-from pyspark_ick.ick import CHUNK, pack_chunks
+from pyspark_ick.bounds import ICK_CHUNK as CHUNK
+from pyspark_ick.ick import pack_chunks
 from pyspark_ick.testing import redis_server
 
 HOUR = 3_600_000

@@ -2,7 +2,7 @@
 
 (1) N members written by one redis-py client (hiredis) as a pipeline of ``ZADD key LT``
     commands of 1,000 members each (the raw baseline), against ``Ick.add`` of the same
-    mapping (pipelined ickadd calls of ``ick.CHUNK`` members); fresh keys every repetition,
+    mapping (pipelined ickadd calls of ``bounds.ICK_CHUNK`` members); fresh keys every repetition,
     the two alternated, best of ``--repeat``. Target: Ick.add throughput >= 0.85x raw.
     The CPU rows (this process + redis-server, best of the same runs) tell a real gap from
     a busy neighbour. ``--chunks 500,1000,2000,4000`` also times Ick.add per chunk size.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Report, median, timed
 
-from pyspark_ick import Ick, connect, ick
+from pyspark_ick import Ick, bounds, connect
 from pyspark_ick.testing import redis_server
 
 RAW_CHUNK = 1000  # members per raw ZADD command, as the issue fixes it
@@ -81,12 +81,12 @@ def bench_add(report: Report, client: Any, n: int, repeat: int, chunks: list[int
     best = alternate(client, runs, repeat)
     raw = "raw pipelined ZADD LT"
     report.add(raw, n / best["raw"][0], "members/s")
-    report.compare(f"Ick.add (CHUNK={ick.CHUNK})", n / best["ick"][0], "members/s", raw,
+    report.compare(f"Ick.add (CHUNK={bounds.ICK_CHUNK})", n / best["ick"][0], "members/s", raw,
                    minimum=0.85)
     for size in chunks:
         report.compare(f"Ick.add chunk={size}", n / best[f"ick.{size}"][0], "members/s", raw)
     report.add(f"{raw}, CPU", n / best["raw"][1], "members/cpu-s")
-    report.compare(f"Ick.add (CHUNK={ick.CHUNK}), CPU", n / best["ick"][1], "members/cpu-s",
+    report.compare(f"Ick.add (CHUNK={bounds.ICK_CHUNK}), CPU", n / best["ick"][1], "members/cpu-s",
                    f"{raw}, CPU")
     for size in chunks:
         report.compare(f"Ick.add chunk={size}, CPU", n / best[f"ick.{size}"][1],
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     chunks = [int(c) for c in args.chunks.split(",") if c]
     report = Report("core_quick" if args.quick else "core", params={
         "n": n, "repeat": repeat, "depths": depths, "samples": samples,
-        "chunk": ick.CHUNK, "raw_chunk": RAW_CHUNK,
+        "chunk": bounds.ICK_CHUNK, "raw_chunk": RAW_CHUNK,
     })
     with redis_server() as server:
         client = connect(server.url)

@@ -2,7 +2,7 @@
 baseline of the same run and against ReDe's published figures.
 
 (1) Client push: N elements parked with ``Dehydrator.park`` (pipelined dh_push calls of
-    ``dehydrator.CHUNK``) against the raw baseline, pipelined ``ZADD`` + ``HSET`` of the
+    ``bounds.DEHYDRATOR_CHUNK``) against the raw baseline, pipelined ``ZADD`` + ``HSET`` of the
     same elements in chunks of 1,000 (alternated, best of ``--repeat``); ``push()`` one
     round trip per element (ReDe's PUSH: ~23,000/s) and one dh_push per element in a
     pipeline (redis-benchmark's PUSH with 50 clients: ~170,000 req/s).
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Report, percentile, timed
 
-from pyspark_ick import Dehydrator, connect, dehydrator, scripts
+from pyspark_ick import Dehydrator, bounds, connect
 from pyspark_ick.testing import redis_server, spark_session
 
 RAW_CHUNK = 1000
@@ -74,7 +74,7 @@ def raw_poll(client: Any, key: str) -> int:
     taken = 0
     while True:
         ids = client.zrange(f"{key}:due", "-inf", redis_ms(client), byscore=True, offset=0,
-                            num=scripts.ITEMS_PER_CALL)
+                            num=bounds.ITEMS_PER_CALL)
         if not ids:
             return taken
         pipe = client.pipeline(transaction=False)
@@ -105,7 +105,7 @@ def bench_client(report: Report, client: Any, n: int, singles: int, repeat: int)
     }, repeat, client.flushall)
     raw = "raw pipelined ZADD + HSET"
     report.add(raw, n / best["raw"], "elements/s")
-    report.compare(f"Dehydrator.park (chunk {dehydrator.CHUNK}), pipelined",
+    report.compare(f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK}), pipelined",
                    n / best["park"], "elements/s", raw)
     report.compare("Dehydrator.park, 10,000 distinct TTLs", n / best["park_many"],
                    "elements/s", raw)
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     name = "dehydrator_quick" if args.quick else "dehydrator"
     report = Report(name + "_sink" if args.sink_only else name, params={
         "n": n, "singles": singles, "sink_rows": sink_rows, "source_rows": source_rows,
-        "spread_ms": spread_ms, "repeat": repeat, "chunk": dehydrator.CHUNK,
+        "spread_ms": spread_ms, "repeat": repeat, "chunk": bounds.DEHYDRATOR_CHUNK,
     })
     with redis_server() as server:
         client = connect(server.url)

@@ -42,7 +42,7 @@ longest call from SLOWLOG (every call slower than ``--slowlog-us``; EVALSHA name
 script; target <= 10 ms), Redis CPU (INFO cpu user+sys delta; includes serving the
 probe, see the idle row) and throughput. Then memory (INFO used_memory deltas): bytes per
 queued and per reserved member ("doc:1234567"), bytes per parked element of (d); and a
-sweep of members per call (``scripts.ITEMS_PER_CALL`` and ``MOVES_PER_CALL``, monkeypatched
+sweep of members per call (``bounds.ITEMS_PER_CALL`` and ``MOVES_PER_CALL``, monkeypatched
 in this process only, for the plain client calls) timing rlog_reserve, log_read,
 rlog_commit, dh_claim, dh_commit and, at the same chunk size, ickadd and dh_push, per call
 by SLOWLOG on an N-deep queue (p90 of ``--calls`` calls), with the largest value of each
@@ -83,7 +83,7 @@ import numpy as np
 from bench_core import raw_zadd, server_cpu
 from common import Report
 
-from pyspark_ick import Dehydrator, ShardedIck, connect, scripts
+from pyspark_ick import Dehydrator, ShardedIck, bounds, connect, scripts
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisServer, spark_session, start_binary
 
@@ -608,14 +608,14 @@ def bench_memory(lab: Lab, n: int) -> dict[str, float]:
 
 @contextmanager
 def per_call(size: int) -> Iterator[None]:
-    """``scripts.ITEMS_PER_CALL`` and ``MOVES_PER_CALL`` = ``size`` in this process for the
+    """``bounds.ITEMS_PER_CALL`` and ``MOVES_PER_CALL`` = ``size`` in this process for the
     block (plain client calls only: Spark's Python workers are other processes)."""
-    saved = scripts.ITEMS_PER_CALL, scripts.MOVES_PER_CALL
-    scripts.ITEMS_PER_CALL = scripts.MOVES_PER_CALL = size
+    saved = bounds.ITEMS_PER_CALL, bounds.MOVES_PER_CALL
+    bounds.ITEMS_PER_CALL = bounds.MOVES_PER_CALL = size
     try:
         yield
     finally:
-        scripts.ITEMS_PER_CALL, scripts.MOVES_PER_CALL = saved
+        bounds.ITEMS_PER_CALL, bounds.MOVES_PER_CALL = saved
 
 
 def durations(lab: Lab, suffix: str = "") -> dict[str, list[int]]:
@@ -925,8 +925,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     params: dict[str, Any] = {
         "members": args.members, "repeat": args.repeat, "probe_gap_us": args.probe_gap_us,
-        "slowlog_us": args.slowlog_us, "items_per_call": scripts.ITEMS_PER_CALL,
-        "moves_per_call": scripts.MOVES_PER_CALL,
+        "slowlog_us": args.slowlog_us, "items_per_call": bounds.ITEMS_PER_CALL,
+        "moves_per_call": bounds.MOVES_PER_CALL,
         "master": "local[2]", "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
     print(f"load average at start: {params['loadavg_start']}", flush=True)
     started = time.perf_counter()

@@ -27,7 +27,7 @@ from common import Report, timed
 from pyspark.sql.datasource import DataSource, DataSourceWriter, WriterCommitMessage
 
 from pyspark_ick import ShardedIck, connect
-from pyspark_ick.spark.ick_writer import CHUNK_SIZE
+from pyspark_ick.bounds import ICK_CHUNK as CHUNK_SIZE
 from pyspark_ick.testing import redis_server, spark_session
 
 ROWS_BATCH = 10_000  # rows the per-row writer collects before one add

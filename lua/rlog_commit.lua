@@ -5,18 +5,21 @@
 -- KEYS[1] cset, KEYS[2] rlog hash, KEYS[3] lease hash, KEYS[4] held hash,
 --   KEYS[5..] manifests of reservations ARGV[5] + 1, ARGV[5] + 2, ...
 -- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,
---   ARGV[5] the last committed number the caller knows, ARGV[6] members per call
+--   ARGV[5] the last committed number the caller knows, ARGV[6] members per call (the
+--   ARGV of every commit script: numbered_log.COMMIT_ARGV)
 -- A member leaves the cset unless another open reservation holds it (re-added while in
 -- flight and reserved again: that is the re-delivery).
 -- returns {committed, done}: the last committed number after the call; done is -1
 --   (nothing done) when the log's committed number is not ARGV[5]
-fence(KEYS[3], ARGV[2], ARGV[3], ARGV[4])
-local cset, rlog, held = KEYS[1], KEYS[2], KEYS[4]
+local cset, rlog, lease, held = unpack(KEYS, 1, 4)
+local through, owner, token, ttl_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local known, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
+fence(lease, owner, token, ttl_ms)
 local committed = tonumber(redis.call('HGET', rlog, 'committed') or 0)
-local through = math.min(tonumber(ARGV[1]), tonumber(redis.call('HGET', rlog, 'reserved') or 0))
+through = math.min(through, tonumber(redis.call('HGET', rlog, 'reserved') or 0))
 if through <= committed then return {committed, 0} end
-if committed ~= tonumber(ARGV[5]) then return {committed, -1} end
-local budget, any_held = tonumber(ARGV[6]), redis.call('EXISTS', held) == 1
+if committed ~= known then return {committed, -1} end
+local any_held = redis.call('EXISTS', held) == 1
 local r = committed
 for k = 5, #KEYS do
   local size = tonumber(redis.call('HGET', rlog, 'size:' .. (r + 1)) or 0)

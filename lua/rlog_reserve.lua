@@ -11,7 +11,8 @@
 --   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
 --   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call,
 --   ARGV[8] pending at that head as the caller's last call replied (-1: count it here:
---   one HGET per open reservation, so a batch of many calls counts once)
+--   one HGET per open reservation, so a batch of many calls counts once); the ARGV of
+--   every reserve script (numbered_log.RESERVE_ARGV; dh_claim adds ARGV[9] now)
 -- Reservations past `after` made earlier but never logged by Spark count against the limit.
 -- With no reservation open, every member of the cset was reserved by someone else (a gem
 -- consumer, Ick.reserve) that handed the shard over: it is adopted, folded back into the
@@ -20,43 +21,45 @@
 --   moved, members in the reservations past `after`; moved and pending are -1 (nothing
 --   done) when the log's head is not ARGV[6]: call again with the head returned (a
 --   replayed call gets that)
-fence(KEYS[5], ARGV[3], ARGV[4], ARGV[5])
-local rlog, cset = KEYS[4], KEYS[3]
-local head = log_head(rlog, 'reserved', tonumber(ARGV[2]))
-if head ~= tonumber(ARGV[6]) then return {head, -1, -1} end
-local pending = tonumber(ARGV[8])
-if pending < 0 then pending = open_size(rlog, tonumber(ARGV[2]), head) end
-if not ick_open(KEYS[1], KEYS[2], cset, false) then return {head, 0, pending} end
-local n = tonumber(ARGV[7])
-if tonumber(ARGV[1]) >= 0 then n = math.min(n, tonumber(ARGV[1]) - pending) end
+local master, pset, cset, rlog, lease, held, manifest = unpack(KEYS, 1, 7)
+local limit, after = tonumber(ARGV[1]), tonumber(ARGV[2])
+local owner, token, ttl_ms = ARGV[3], ARGV[4], ARGV[5]
+local known, per_call, pending = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+fence(lease, owner, token, ttl_ms)
+local head = log_head(rlog, 'reserved', after)
+if head ~= known then return {head, -1, -1} end
+if pending < 0 then pending = open_size(rlog, after, head) end
+if not ick_open(master, pset, cset, false) then return {head, 0, pending} end
+local n = per_call
+if limit >= 0 then n = math.min(n, limit - pending) end
 if n <= 0 then return {head, 0, pending} end
 if head == tonumber(redis.call('HGET', rlog, 'committed') or 0) then
   local orphans = flip(redis.call('ZPOPMIN', cset, n))
-  zadd_lt(KEYS[2], orphans, 1, #orphans)
-  redis.call('UNLINK', KEYS[6])  -- no open reservation: nothing is held twice either
-  n = n - #orphans / 2  -- one call touches at most ARGV[7] members
+  zadd_lt(pset, orphans, 1, #orphans)
+  redis.call('UNLINK', held)  -- no open reservation: nothing is held twice either
+  n = n - #orphans / 2  -- one call touches at most per_call members
   if n <= 0 then return {head, 0, pending} end
 end
-local got = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
+local got = redis.call('ZRANGE', pset, 0, n - 1, 'WITHSCORES')
 if #got == 0 then return {head, 0, pending} end
-redis.call('ZREMRANGEBYRANK', KEYS[2], 0, #got / 2 - 1)
+redis.call('ZREMRANGEBYRANK', pset, 0, #got / 2 - 1)
 local again = false
 if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
   local members = {}
   for i = 1, #got, 2 do members[#members + 1] = got[i] end
   for first = 1, #members, ICK_CHUNK do
     local last = math.min(first + ICK_CHUNK - 1, #members)
-    local held = redis.call('ZMSCORE', cset, unpack(members, first, last))
+    local in_flight = redis.call('ZMSCORE', cset, unpack(members, first, last))
     for k = first, last do
-      if held[k - first + 1] then
-        redis.call('HINCRBY', KEYS[6], members[k], 1)
+      if in_flight[k - first + 1] then
+        redis.call('HINCRBY', held, members[k], 1)
         again = true
       end
     end
   end
 end
 zadd_lt(cset, flip(got), 1, #got)
-call_chunked('RPUSH', KEYS[7], got, 1, #got)
+call_chunked('RPUSH', manifest, got, 1, #got)
 head = head + 1
 redis.call('HSET', rlog, 'reserved', head, 'size:' .. head, #got / 2)
 if again then redis.call('HSET', rlog, 'repeated', head) end

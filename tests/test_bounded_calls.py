@@ -19,11 +19,14 @@ from typing import Any
 import pytest
 import redis
 
-from pyspark_ick import Dehydrator, ShardedIck, scripts
-from pyspark_ick.reservations import KEYS_PER_CALL
+from pyspark_ick import Dehydrator, ShardedIck, bounds, scripts
+from pyspark_ick.bounds import KEYS_PER_CALL
+from pyspark_ick.numbered_log import COMMIT_ARGV, RESERVE_ARGV
 
-PER_CALL = scripts.ITEMS_PER_CALL
-MOVERS = {"rlog_reserve": scripts.MOVES_PER_CALL, "dh_claim": scripts.MOVES_PER_CALL}
+PER_CALL = bounds.ITEMS_PER_CALL
+LIMIT, MOVES = RESERVE_ARGV.index("limit") + 1, RESERVE_ARGV.index("per_call") + 1
+COMMIT = COMMIT_ARGV.index("per_call") + 1
+MOVERS = {"rlog_reserve": bounds.MOVES_PER_CALL, "dh_claim": bounds.MOVES_PER_CALL}
 LUA = Path(scripts.lua_dir())
 NAMES = {scripts.sha(p.stem): p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_")}
 
@@ -33,10 +36,12 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
     def arg(i: int) -> int:  # ARGV[i], 1-based as in the Lua; absent: no bound
         return int(args[i - 1]) if i <= len(args) else 10**9
 
+    def moves() -> int:
+        return arg(MOVES) if arg(LIMIT) < 0 else min(arg(LIMIT), arg(MOVES))
+
     limits: dict[str, Callable[[], int]] = {
-        "rlog_reserve": lambda: arg(7) if arg(1) < 0 else min(arg(1), arg(7)),
-        "dh_claim": lambda: arg(8) if arg(1) < 0 else min(arg(1), arg(8)),
-        "rlog_commit": lambda: arg(6),  # manifests while their sizes fit, at least one
+        "rlog_reserve": moves, "dh_claim": moves,
+        "rlog_commit": lambda: arg(COMMIT),  # manifests while their sizes fit, at least one
         "log_read": lambda: arg(3),
         "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
         "dh_take": lambda: arg(2),

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pyspark_ick import ShardedIck, scripts
+from pyspark_ick import ShardedIck, bounds
 from pyspark_ick.reservations import describe
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
 from pyspark_ick.spark.source import Ahead
@@ -26,7 +26,7 @@ def test_a_draining_backlog_is_reserved_one_batch_ahead(client: Any, redis_url: 
     (latestOffset of N+1, then commit of N): after each full batch the next one is
     reserved before Spark asks for it; each batch still holds exactly its limit, every
     member is delivered once, and the Ick ends empty."""
-    monkeypatch.setattr(scripts, "MOVES_PER_CALL", 10)
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
     ick = ShardedIck(client, "ahead", 1)
     ick.add_pairs([f"m{i:02d}" for i in range(100)], [float(i) for i in range(100)])
     reader = stream_reader({"redis.url": redis_url, "ick": "ahead",
@@ -58,7 +58,7 @@ def test_a_failure_ahead_fails_the_next_trigger(client: Any, redis_url: str,
                                                monkeypatch: Any) -> None:
     """What the job ahead raises (a lost lease, Redis away past retryTimeout) is raised by
     the next latestOffset: the query fails there, as it would have without the job."""
-    monkeypatch.setattr(scripts, "MOVES_PER_CALL", 10)
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
     ShardedIck(client, "fails", 1).add_pairs([f"m{i}" for i in range(50)], [1.0] * 50)
     reader = stream_reader({"redis.url": redis_url, "ick": "fails",
                             "maxMembersPerTrigger": "20"}, STREAM_SCHEMA)

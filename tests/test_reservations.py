@@ -17,7 +17,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from pyspark_ick import Ick, IckScriptError, LeaseError, scripts
+from pyspark_ick import Ick, IckScriptError, LeaseError, bounds
 from pyspark_ick.errors import LeaseBusy
 from pyspark_ick.ick import pairs, text
 from pyspark_ick.reservations import ReservationLog, describe, snapshot
@@ -135,7 +135,7 @@ def test_a_big_reserve_is_many_bounded_reservations(client):
     ick.add({f"m{i:05}": float(i) for i in range(20_000)})
     log = ReservationLog(client, "big")
     token = log.lease.acquire("me", TTL)
-    per_call = scripts.MOVES_PER_CALL
+    per_call = bounds.MOVES_PER_CALL
     last, moved, pending = log.reserve(None, 0, token)
     assert (last, moved, pending) == (-(-20_000 // per_call), 20_000, 20_000)
     ick.add({"m00007": -1.0})  # re-dirtied while in flight

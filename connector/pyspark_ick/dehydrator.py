@@ -20,36 +20,24 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import scripts
+from . import bounds, scripts
 from .connection import Client
 from .errors import IckConfigError, ShardCountError
 from .ick import as_bytes, check_client, number_text, register, text, unregister
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
-from .lease import Fence, Lease
-from .reservations import (
-    KEYS_PER_CALL,
-    Reserved,
-    commit_calls,
-    fence_args,
-    log_counters,
-    read_log,
-    reserve_calls,
-)
+from .numbered_log import NumberedLog
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-CHUNK = 250  # elements per dh_push call. An element costs Redis about twice an ickadd member:
-# a neighbour's p99.9 while the sink wrote was 15-23 ms at 1000, 12.8-17.0 ms at 500 and
-# 8.7 ms at 250, at the same throughput (bench/bench_neighbour.py)
 ON_DUPLICATE = ("keep", "replace", "error")
 
 Clock = Callable[[], int]
 
 
 def pack_plain(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float],
-               chunk: int = CHUNK) -> list[bytes]:
+               chunk: int = bounds.DEHYDRATOR_CHUNK) -> list[bytes]:
     """dh_push's rows arguments (``scripts.pack_strings``: time, id, element per row),
     ``chunk`` rows each (the plain client's path: no numpy or pyarrow; the Spark sink
     packs Arrow columns with columns.pack_rows)."""
@@ -186,7 +174,7 @@ class Dehydrator:
         return id
 
     def park(self, ids: Sequence[Any], elements: Sequence[str | bytes], times: Sequence[int],
-             *, at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
+             *, at: bool = False, on_duplicate: str = "keep", chunk: int = bounds.DEHYDRATOR_CHUNK
              ) -> tuple[int, int]:
         """Park many elements in bounded dh_push calls; returns (new, existing).
 
@@ -209,20 +197,20 @@ class Dehydrator:
             group[0].append(key)
             group[1].append(element)
             group[2].append(stamp)
-        chunk = min(chunk, scripts.ITEMS_PER_CALL)
+        chunk = min(chunk, bounds.ITEMS_PER_CALL)
         return self._push({shard: pack_plain(*rows, chunk) for shard, rows in groups.items()},
                           at, on_duplicate)
 
     def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
-                    at: bool = False, on_duplicate: str = "keep", chunk: int = CHUNK
-                    ) -> tuple[int, int]:
+                    at: bool = False, on_duplicate: str = "keep",
+                    chunk: int = bounds.DEHYDRATOR_CHUNK) -> tuple[int, int]:
         """``park`` for columns (string or binary ids and elements, float64 times);
         what the Spark sink calls with its Arrow batches (needs numpy and pyarrow)."""
         from .columns import pack_rows, split_rows
 
         if not len(ids):
             return (0, 0)
-        chunk = min(chunk, scripts.ITEMS_PER_CALL)
+        chunk = min(chunk, bounds.ITEMS_PER_CALL)
         return self._push({shard: pack_rows(*rows, chunk) for shard, rows in split_rows(
             ids, elements, times, self.shards).items()}, at, on_duplicate)
 
@@ -253,11 +241,11 @@ class Dehydrator:
 
     def _take(self, mode: str) -> list[Any]:
         """Due elements (poll) or ids (xpoll) of every shard, earliest due first, in calls
-        of at most ``scripts.ITEMS_PER_CALL``; xpoll pages by rank, so ids that come due or
+        of at most ``bounds.ITEMS_PER_CALL``; xpoll pages by rank, so ids that come due or
         go during the read may be missed or repeated. Due times come back only to merge
         shards (formatting them is a quarter of a poll's Redis time)."""
         self.check_shards()
-        limit, due = scripts.ITEMS_PER_CALL, self.shards > 1
+        limit, due = bounds.ITEMS_PER_CALL, self.shards > 1
         runs: list[list[Any]] = []  # per call: (due, x) pairs, or x alone
         offsets = dict.fromkeys(range(self.shards), 0)
         while offsets:
@@ -281,7 +269,7 @@ class Dehydrator:
         if not ids:
             return []
         self.check_shards()
-        step = scripts.ITEMS_PER_CALL
+        step = bounds.ITEMS_PER_CALL
         parts = [(shard, rows[i:i + step]) for shard, rows in self._by_shard(ids).items()
                  for i in range(0, len(rows), step)]
         now = self._now()
@@ -351,96 +339,58 @@ class Dehydrator:
 Entry = tuple[str, int, Any]  # id, due ms, element
 
 
-class ClaimLog:
-    """The claims of one dehydrator shard, with the interface of ReservationLog (§4).
+class ClaimLog(NumberedLog):
+    """The claims of one dehydrator shard: the dehydrator's numbered log (numbered_log.py).
 
     ``reserve`` moves due elements out of the live store into claim ``n + 1``; ``read``
     returns the elements of claims ``(start, end]``; ``commit(n)`` deletes the claims up
-    to ``n``. A replay reads exactly the same elements until they are committed. Reserve
-    and commit check the lease owner and fencing token inside their Lua.
+    to ``n``. A replay reads exactly the same elements until they are committed. An id
+    claimed twice was pushed twice, and both elements are delivered, whoever reads them:
+    claims are read apart freely (``repeated`` is 0).
     """
+
+    head_field = "claimed"
+    reserve_script = "dh_claim"
+    commit_script = "dh_commit"
 
     def __init__(self, client: Client, keys: DehydratorKeys, *, decode: bool = True,
                  clock: Clock | None = None, label: str | None = None) -> None:
-        self.client = client
         self.keys = keys
         self.decode = decode
         self.clock = clock
-        self.label = label or f"dehydrator shard {keys.master!r}"
-        self.lease = Lease(client, keys.lease, self.label)
-        self._head: int | None = None  # the last claim number seen
-        self._committed: int | None = None  # the last committed number seen
+        super().__init__(client, keys.clog, keys.lease,
+                         label or f"dehydrator shard {keys.master!r}")
 
     def __repr__(self) -> str:
         return f"ClaimLog({self.keys.master!r})"
 
-    def counters(self) -> tuple[int, int]:
-        """(last claimed, last committed), as Redis has them now."""
-        self._head, self._committed = log_counters(self.client, self.keys.clog, "claimed",
-                                                   self.label)
-        return self._head, self._committed
+    def manifest(self, number: int) -> str:
+        return self.keys.claim(number)
 
-    def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
-        """Claim up to ``limit`` due elements (None: all) into new claims, at most
-        ``scripts.MOVES_PER_CALL`` per call and claim.
-
-        Claims past ``after`` that exist already count against ``limit``; LeaseError when
-        ``fence`` lost the lease.
-        """
+    def reserve_keys(self, head: int) -> list[str]:
         k = self.keys
+        return [*k.store, k.clog, k.lease, k.claim(head + 1)]
 
-        def call(head: int, pending: int) -> Sequence[Any]:
-            now = "" if self.clock is None else str(int(self.clock()))
-            args = [-1 if limit is None else int(limit), int(after), *fence_args(fence), now,
-                    head, scripts.MOVES_PER_CALL, pending]
-            return scripts.run(self.client, "dh_claim",
-                               [*k.store, k.clog, k.lease, k.claim(head + 1)], args,
-                               what=self.label)
+    def commit_keys(self, manifests: list[str]) -> list[str]:
+        return [self.keys.clog, self.keys.lease, *manifests]
 
-        start = max(self._head if self._head is not None else self.counters()[0], after)
-        done = reserve_calls(call, start, limit, self.label)
-        self._head = done.head
-        return done
-
-    def repeated(self) -> int:
-        """0: claims are read apart freely (an id claimed twice was pushed twice, and both
-        elements are delivered, whoever reads them)."""
-        return 0
+    def now(self) -> str:
+        return "" if self.clock is None else str(int(self.clock()))
 
     def read(self, start: int, end: int) -> list[Entry]:
         """(id, due ms, element) of every element of claims ``start + 1 .. end``; a claim
-        that must exist and does not raises (see ReservationLog.read)."""
+        that must exist and does not raises (NumberedLog.read_numbered)."""
         out: list[Entry] = []
-        for _, flat in read_log(self.client, self.keys.clog, self.keys.claim, "claimed",
-                                start, end, self.label):
+        for _, flat in self.read_numbered(start, end):
             for i in range(0, len(flat), 3):
                 element = text(flat[i + 2]) if self.decode else flat[i + 2]
                 out.append((text(flat[i]), int(float(flat[i + 1])), element))
         return out
 
-    def commit(self, through: int, fence: Fence) -> int:
-        """Delete every claim ``<= through`` (idempotent); returns the last committed."""
-        k = self.keys
-
-        def call(committed: int) -> Sequence[Any]:
-            last = min(through, committed + KEYS_PER_CALL)
-            claims = [k.claim(n) for n in range(committed + 1, last + 1)]
-            return scripts.run(self.client, "dh_commit", [k.clog, k.lease, *claims],
-                               [int(through), *fence_args(fence), committed],
-                               what=self.label)
-
-        start = self._committed if self._committed is not None else self.counters()[1]
-        self._committed = commit_calls(call, start, through, self.label)
-        return self._committed
-
     def backlog(self) -> int:
         """How many elements of the shard are due now (not claimed yet)."""
-        now = "" if self.clock is None else str(int(self.clock()))
-        return int(scripts.run(self.client, "dh_backlog", [self.keys.due], [now],
+        return int(scripts.run(self.client, "dh_backlog", [self.keys.due], [self.now()],
                                what=self.label))
 
     def last_claimed(self) -> int:
         return self.counters()[0]
-
-    def last_committed(self) -> int:
-        return self.counters()[1]

@@ -10,7 +10,7 @@ from typing import Any
 import redis
 import redis.cluster
 
-from . import scripts
+from . import bounds, scripts
 from .connection import Client
 from .errors import IckConfigError, IckScriptError, ShardCountError
 from .keys import (
@@ -25,7 +25,6 @@ from .keys import (
 
 logger = logging.getLogger("pyspark_ick.ick")
 
-CHUNK = 1000  # members per ickadd call (bounded work: scripts.ITEMS_PER_CALL)
 
 Pairs = list[tuple[str, float]]
 
@@ -93,19 +92,19 @@ def number_text(value: Any) -> bytes:
     return repr(float(value)).encode()
 
 
-def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = CHUNK
+def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
                 ) -> list[bytes]:
     """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each (at
-    most ``scripts.ITEMS_PER_CALL``: no call holds Redis long)."""
+    most ``bounds.ITEMS_PER_CALL``: no call holds Redis long)."""
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
-    chunk = min(chunk, scripts.ITEMS_PER_CALL)
+    chunk = min(chunk, bounds.ITEMS_PER_CALL)
     return [pack_pairs(members[i:i + chunk], scores[i:i + chunk])
             for i in range(0, len(members), chunk)]
 
 
 def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence[float],
-              chunk: int = CHUNK) -> int:
+              chunk: int = bounds.ICK_CHUNK) -> int:
     """Queue ickadd calls of at most ``chunk`` members on a redis-py pipeline of the
     caller's (e.g. a MULTI with reads of its own); returns how many."""
     calls = add_calls(keys, pack_chunks(members, scores, chunk))
@@ -119,10 +118,10 @@ def add_calls(keys: IckKeys, packed: Sequence[bytes]) -> list[scripts.Call]:
     return [("ickadd", keys.base, [arg]) for arg in packed]
 
 
-def add_now_calls(keys: IckKeys, members: Sequence[Any], chunk: int = CHUNK
+def add_now_calls(keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK
                   ) -> list[scripts.Call]:
     """ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
-    chunk = min(chunk, scripts.ITEMS_PER_CALL)
+    chunk = min(chunk, bounds.ITEMS_PER_CALL)
     return [("ickadd_now", keys.base, members[i:i + chunk])
             for i in range(0, len(members), chunk)]
 
@@ -192,7 +191,7 @@ class Ick:
         """Names this Ick in errors."""
         return f"Ick {self.key!r}"
 
-    def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
+    def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add members with scores; a member already queued keeps the lower score.
 
         ickadd calls of ``chunk`` members, one after the other (scripts.run_many). Returns
@@ -226,7 +225,7 @@ class Ick:
 
         Calling it again before a commit returns the same batch. One atomic script, as in
         the gem: its time grows with ``n`` (and with ``backwash``, the cset's size), so on
-        a shared Redis keep ``n`` near ``scripts.ITEMS_PER_CALL``; the stream reader makes
+        a shared Redis keep ``n`` near ``bounds.ITEMS_PER_CALL``; the stream reader makes
         big batches of many bounded calls.
         """
         return self.exchange(n)
@@ -234,10 +233,10 @@ class Ick:
     def commit(self, *members: Any) -> int:
         """Remove ``members`` from the cset (never the pset); returns how many were removed.
 
-        In calls of at most ``scripts.ITEMS_PER_CALL`` members (a repeated removal is
+        In calls of at most ``bounds.ITEMS_PER_CALL`` members (a repeated removal is
         harmless, so a big commit need not be one call).
         """
-        step = scripts.ITEMS_PER_CALL
+        step = bounds.ITEMS_PER_CALL
         return sum(int(scripts.run(self.client, "ickexchange", self.keys.base,
                                    [0, "0", *(as_bytes(m) for m in members[i:i + step])],
                                    what=self.label)[0])
@@ -373,12 +372,12 @@ class ShardedIck:
                             f"belongs to shard {shard_of(member, self.shards)} of "
                             f"{self.shards}: its producers used another shard count")
 
-    def add(self, mapping: Mapping[Any, float], chunk: int = CHUNK) -> tuple[int, int]:
+    def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add members to their shards in bounded ickadd calls; returns (new, changed)."""
         return self.add_pairs([text(m) for m in mapping], list(mapping.values()), chunk)
 
     def add_pairs(self, members: Sequence[str], scores: Sequence[float],
-                  chunk: int = CHUNK) -> tuple[int, int]:
+                  chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add ``members[i]`` with ``scores[i]`` in bounded calls; returns (new, changed)."""
         if len(members) != len(scores):
             raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
@@ -390,7 +389,7 @@ class ShardedIck:
         return self.add_packed(packed)
 
     def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
-                   chunk: int = CHUNK) -> tuple[int, int]:
+                   chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
 
         Scores ``None``: Redis server time at the add. One round trip; returns (new, changed).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import scripts
+from . import bounds, scripts
 from .connection import Client
 from .errors import ShardCountError
 from .ick import ShardedIck, pairs, text
@@ -78,7 +78,7 @@ def peek(client: Client, name: str, shards: int, n: int) -> dict[str, list[tuple
     sharded = ShardedIck(client, name, shards)
     queued: list[tuple[str, float, int]] = []
     reserved: list[tuple[str, float, int]] = []
-    step = scripts.ITEMS_PER_CALL  # pages: no call holds Redis long, whatever n is
+    step = bounds.ITEMS_PER_CALL  # pages: no call holds Redis long, whatever n is
     for i in range(shards):
         for skip in range(0, n, step):
             pset, cset = scripts.run(client, "ickpeek", sharded.shard(i).keys.base,
@@ -99,7 +99,7 @@ def registered(client: Client, kind: str = "ick") -> dict[str, int]:
     ("dehydrator") in the registry (keys.registry_key), read in SSCAN pages; a name
     whose shard count is gone (deleted) is left out."""
     found: dict[str, int] = {}
-    for raw in client.sscan_iter(registry_key(kind), count=scripts.ITEMS_PER_CALL):
+    for raw in client.sscan_iter(registry_key(kind), count=bounds.ITEMS_PER_CALL):
         name = text(raw)
         count = client.get(shard_count_key(name, kind))
         if count is not None:

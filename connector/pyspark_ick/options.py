@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import dehydrator, ick
+from . import bounds
 from .connection import DEFAULT_URL, ConnectionSpec, check_url, parse_cluster, redact
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
@@ -63,8 +63,8 @@ OPTIONS = (
     _option("memberColumn", (ICK_WRITE,), "member", "member column"),
     _option("scoreColumn", (ICK_WRITE,), "score", "score column"),
     _option("onInvalid", (ICK_WRITE,), "fail", "fail | skip invalid rows"),
-    _option("chunkSize", (ICK_WRITE,), str(ick.CHUNK), "members per call"),
-    _option("chunkSize", (DH_WRITE,), str(dehydrator.CHUNK), "elements per call"),
+    _option("chunkSize", (ICK_WRITE,), str(bounds.ICK_CHUNK), "members per call"),
+    _option("chunkSize", (DH_WRITE,), str(bounds.DEHYDRATOR_CHUNK), "elements per call"),
     _option("maxMembersPerTrigger", (ICK_STREAM,), "500000", "members per micro-batch"),
     _option("minMembersPerPartition", (ICK_STREAM,), "100000", "members per read task"),
     _option("maxElementsPerTrigger", (DH_STREAM,), "100000", "elements per micro-batch"),

@@ -29,17 +29,6 @@ from .redis_errors import translate
 
 PRELUDE = "_prelude"
 
-ITEMS_PER_CALL = 1000
-"""The most members (or dehydrator elements) one call of the connector touches: a call
-holds Redis for a few ms at most, whatever the batch (measured: bench/bench_neighbour.py).
-A big micro-batch is many such calls, one after the other."""
-
-MOVES_PER_CALL = 500
-"""The most members one reserve, or elements one claim, moves per call (so the most a
-reservation or claim holds): a move removes, writes to a manifest and marks in flight, about
-twice an add's work per member, so half of ITEMS_PER_CALL keeps it within the same few ms
-(dh_claim of 1,000 took 5.5-6.0 ms at p90 on the bench machine: bench/bench_neighbour.py)."""
-
 STR32, ARRAY32 = 0xDB, 0xDD  # msgpack str 32 and array 32
 MSGPACK_HEAD = struct.Struct(">BI").pack  # tag, then a big-endian length or count
 

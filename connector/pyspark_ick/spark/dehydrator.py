@@ -54,7 +54,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import scripts
+from .. import bounds
 from ..columns import NotUtf8, buffers, utf8
 from ..connection import ConnectionSpec
 from ..dehydrator import ON_DUPLICATE, ClaimLog, Dehydrator, Entry
@@ -65,7 +65,6 @@ from .sink import BatchWriter, StreamWriter
 from .source import ReservationStreamReader
 
 FORMAT = "dehydrator"
-MAX_CHUNK = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
 ROWS_PER_BATCH = 65536
 
 INTEGERS = (ByteType, ShortType, IntegerType, LongType)
@@ -229,7 +228,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
         delay_ms=delay_ms,
         delay_column=found.get("delayms"),
         release_column=found.get("releaseat"),
-        chunk=opts.integer("chunkSize", minimum=1, maximum=MAX_CHUNK),
+        chunk=opts.integer("chunkSize", minimum=1, maximum=bounds.ITEMS_PER_CALL),
     )
 
 

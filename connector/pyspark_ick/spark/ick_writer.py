@@ -39,7 +39,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import scripts
+from .. import bounds
 from ..columns import pack_pairs
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
@@ -49,9 +49,6 @@ from ..options import ICK_WRITE, Options
 from .sink import BatchWriter, StreamWriter
 
 FORMAT = "ick"
-CHUNK_SIZE = 1000  # members per ickadd call: 1000-8000 measured alike (bench_writer.py), and
-# smaller calls block Redis for less time
-MAX_CHUNK_SIZE = scripts.ITEMS_PER_CALL  # bounded work per call: Redis is shared
 
 # Types whose Arrow string form equals Spark's CAST(... AS STRING)
 MEMBER_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType, BooleanType,
@@ -136,7 +133,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     ick = opts.name("ick")
     shards = opts.shards()
     skip = opts.choice("onInvalid", ("fail", "skip"), "fail") == "skip"
-    chunk = opts.integer("chunkSize", minimum=1, maximum=MAX_CHUNK_SIZE)
+    chunk = opts.integer("chunkSize", minimum=1, maximum=bounds.ITEMS_PER_CALL)
     columns = ", ".join(schema.fieldNames()) or "none"
 
     wanted = opts.string("memberColumn", "member") or "member"

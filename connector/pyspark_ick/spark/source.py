@@ -71,7 +71,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ..errors import LeaseBusy, LeaseError
 from ..lease import Fence, Lease
-from ..reservations import Reserved
+from ..numbered_log import Reserved
 
 logger = logging.getLogger("pyspark_ick.stream")
 

@@ -1,0 +1,172 @@
+"""The numbered log of one shard (docs/design.md §4): what the Ick's reservations and the
+dehydrator's claims both are.
+
+Items move from a shard's live store into numbered manifests by bounded *reserve* calls
+(at most ``bounds.MOVES_PER_CALL`` items per call and manifest: a big batch is several
+manifests); they are read back by number, any number of times, and leave when the log is
+*committed* through a number. The counters live in the log hash: the head field (the last
+number made), ``committed`` and ``size:<n>`` of each open manifest. Reserve and commit
+take the ``Fence`` of the shard's lease and check it inside their Lua (I5).
+
+The client names the next manifest from the last number it saw; a script that finds the
+log elsewhere (a replayed call whose reply was lost) does nothing and says where the log
+is, and the client calls again. The scripts of both kinds take their ARGV in one order:
+``RESERVE_ARGV`` and ``COMMIT_ARGV`` (read by tests/test_bounded_calls.py too).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any, ClassVar, NamedTuple
+
+from . import bounds, scripts
+from .connection import Client
+from .errors import IckError
+from .lease import Fence, Lease
+
+logger = logging.getLogger("pyspark_ick.numbered_log")
+
+RESERVE_ARGV = ("limit", "after", "owner", "token", "ttl_ms", "head", "per_call", "pending",
+                "now")
+"""ARGV of rlog_reserve and dh_claim, in order (``now``: dh_claim's clock, optional)."""
+
+COMMIT_ARGV = ("through", "owner", "token", "ttl_ms", "committed", "per_call")
+"""ARGV of rlog_commit and dh_commit, in order."""
+
+
+class Reserved(NamedTuple):
+    """What a reserve (or claim) did: the log's last number, the items this call moved,
+    and the items in all the manifests past the caller's ``after`` (moved now or before)."""
+
+    head: int
+    moved: int
+    pending: int
+
+
+def fence_args(fence: Fence) -> list[Any]:
+    """ARGV of a fenced script: owner, fencing token, lease time in ms (fence() in Lua)."""
+    return [fence.owner, fence.token, fence.ttl_ms]
+
+
+class NumberedLog:
+    """One shard's numbered log. A kind of log names its scripts and head field and the
+    keys each call touches (every key a script touches is one of its KEYS, so a call
+    reaches the node that has them while a slot migrates)."""
+
+    head_field: ClassVar[str]
+    reserve_script: ClassVar[str]
+    commit_script: ClassVar[str]
+
+    def __init__(self, client: Client, log_key: str, lease_key: str, label: str) -> None:
+        self.client = client
+        self.log_key = log_key
+        self.label = label
+        self.lease = Lease(client, lease_key, label)
+        self._head: int | None = None  # the last number seen
+        self._committed: int | None = None  # the last committed number seen
+
+    # --- what a kind of log provides ----------------------------------------------------
+
+    def manifest(self, number: int) -> str:
+        """The key of manifest ``number``."""
+        raise NotImplementedError
+
+    def reserve_keys(self, head: int) -> list[str]:
+        """KEYS of a reserve call into manifest ``head + 1``."""
+        raise NotImplementedError
+
+    def commit_keys(self, manifests: list[str]) -> list[str]:
+        """KEYS of a commit call of ``manifests``."""
+        raise NotImplementedError
+
+    def now(self) -> str:
+        """ARGV ``now`` of the reserve script ("": Redis server time)."""
+        return ""
+
+    def repeated(self) -> int:
+        """The last manifest holding an item an earlier open one holds too; 0: none.
+        Manifests after it repeat no item of one another: they can be read apart."""
+        return 0
+
+    # --- the log --------------------------------------------------------------------------
+
+    def counters(self) -> tuple[int, int]:
+        """(last number made, last committed), as Redis has them now."""
+        head, committed = scripts.command(
+            self.client, partial(self.client.hmget, self.log_key, self.head_field,
+                                 "committed"), what=self.label)
+        self._head, self._committed = int(head or 0), int(committed or 0)
+        return self._head, self._committed
+
+    def last_committed(self) -> int:
+        return self.counters()[1]
+
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
+        """Move up to ``limit`` items (None: all) into new manifests, at most
+        ``bounds.MOVES_PER_CALL`` per call and manifest. Manifests past ``after`` that
+        exist already count against ``limit``; LeaseLost when ``fence`` lost the lease."""
+        head = max(self._head if self._head is not None else self.counters()[0], after)
+        moved = stale = 0
+        pending = -1  # -1: the first call counts the open manifests
+        while True:
+            argv = [-1 if limit is None else int(limit), int(after), *fence_args(fence), head,
+                    bounds.MOVES_PER_CALL, pending, self.now()]
+            reply = scripts.run(self.client, self.reserve_script, self.reserve_keys(head),
+                                argv, what=self.label)
+            head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
+            if got < 0:  # a replayed call found the log at another head: again from there
+                stale = self._again(stale)
+                continue
+            moved += got
+            if got < bounds.MOVES_PER_CALL or (limit is not None and pending >= limit):
+                self._head = head
+                return Reserved(head, moved, pending)
+
+    def read_numbered(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
+        """``[(n, items), ...]`` of the manifests ``start < n <= end`` (lua/log_read.lua),
+        in bounded calls. A manifest that must exist and does not raises IckScriptError;
+        one that Redis lost with its latest writes (past the log's head: a failover, a
+        restore) is left out, and its items are back where Redis kept them."""
+        out: list[tuple[int, list[Any]]] = []
+        n = start
+        while n < end:
+            names = [self.manifest(r)
+                     for r in range(n + 1, min(end, n + bounds.KEYS_PER_CALL) + 1)]
+            reply = scripts.run(self.client, "log_read", [self.log_key, *names],
+                                [n, self.head_field, bounds.ITEMS_PER_CALL], what=self.label)
+            for i in range(0, len(reply), 2):
+                number, items = int(reply[i]), reply[i + 1]
+                if items:
+                    out.append((number, items))
+                else:
+                    logger.warning("%s: number %d was lost with writes Redis did not keep (a "
+                                   "failover or a restore); its items are delivered again "
+                                   "later", self.label, number)
+            n = int(reply[-2])
+        return out
+
+    def commit(self, through: int, fence: Fence) -> int:
+        """Commit every manifest ``<= through`` (idempotent); returns the last committed."""
+        committed = self._committed if self._committed is not None else self.counters()[1]
+        stale = 0
+        while True:
+            last = min(through, committed + bounds.KEYS_PER_CALL)
+            manifests = [self.manifest(n) for n in range(committed + 1, last + 1)]
+            reply = scripts.run(self.client, self.commit_script, self.commit_keys(manifests),
+                                [int(through), *fence_args(fence), committed,
+                                 bounds.ITEMS_PER_CALL], what=self.label)
+            now, done = int(reply[0]), int(reply[1])
+            if done < 0:
+                stale = self._again(stale)
+            elif done == 0 or now >= through or now == committed:
+                self._committed = now
+                return now
+            committed = now
+
+    def _again(self, stale: int) -> int:
+        """Count a call that found the log elsewhere than this client knew; a few in a row
+        mean someone else writes this log."""
+        if stale >= 3:
+            raise IckError(f"{self.label}: the log keeps moving under this consumer")
+        return stale + 1
