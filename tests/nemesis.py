@@ -135,6 +135,17 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def die_if_armed(arm: Path) -> None:
+    """In the consumer's foreachBatch, after the batch was recorded: when the nemesis
+    armed ``arm`` with a pid (the driver's own, or its JVM's), kill -9 it here."""
+    try:
+        target = int(arm.read_text())
+        os.unlink(arm)  # the one who removes it acts; a nemesis that gave up removed it
+    except (OSError, ValueError):
+        return
+    os.kill(target, signal.SIGKILL)
+
+
 def stamp() -> dict[str, float]:
     """Monotonic and wall time now."""
     return {"mono": time.monotonic(), "wall": time.time()}
@@ -283,6 +294,7 @@ def child_main(cfg: dict[str, Any]) -> int:
             "batch": batch_id, "rows": rows, "start": start, "end": time.monotonic(),
             "pid": os.getpid()}))
         progress[0] += 1
+        die_if_armed(Path(cfg["sink_arm"]))
 
     def dh_sink(df: Any, batch_id: int) -> None:
         start = time.monotonic()
@@ -476,6 +488,7 @@ class Nemesis:
                  journal: Journal, arm_file: Path) -> None:
         self.settings, self.server, self.proxy = settings, server, proxy
         self.supervisor, self.journal, self.arm_file = supervisor, journal, arm_file
+        self.sink_arm = arm_file.with_name("sink.arm")
         self.schedule = random.Random(settings.seed)  # which fault, when: hits aside
         self.rng = random.Random(settings.seed + 1)  # how long each lasts
         self.kinds = settings.kinds or KINDS
@@ -547,13 +560,28 @@ class Nemesis:
         found = [p for p, cmd in descendants(pid).items() if marker in cmd]
         return pid, min(found, default=None)
 
+    def _kill(self, pid: int | None) -> dict[str, Any]:
+        """kill -9 ``pid`` of the consumer: half the time inside foreachBatch, once a batch
+        is recorded (so the restart replays it), else at once."""
+        if pid is None:
+            return {"hit": False}
+        if self.rng.random() < 0.5:
+            write_atomically(self.sink_arm, str(pid))
+            deadline = time.monotonic() + 20
+            while (self.sink_arm.exists() and time.monotonic() < deadline
+                   and not self._stop.is_set()):
+                time.sleep(0.05)
+            try:
+                self.sink_arm.unlink()  # no batch came: kill it here and now
+            except FileNotFoundError:
+                return {"hit": True, "pid": pid, "in_sink": True}
+        return {"hit": signal_pid(pid, signal.SIGKILL), "pid": pid, "in_sink": False}
+
     def kill_driver(self) -> dict[str, Any]:
-        pid = self.supervisor.pid()
-        return {"hit": pid is not None and signal_pid(pid, signal.SIGKILL), "pid": pid}
+        return self._kill(self.supervisor.pid())
 
     def kill_jvm(self) -> dict[str, Any]:
-        _, jvm = self._consumer("java")
-        return {"hit": jvm is not None and signal_pid(jvm, signal.SIGKILL), "pid": jvm}
+        return self._kill(self._consumer("java")[1])
 
     def kill_source_runner(self) -> dict[str, Any]:
         _, runner = self._consumer("python_streaming_source_runner")
@@ -599,8 +627,9 @@ class Nemesis:
         pid = self.supervisor.pid()
         if pid is not None:
             signal_group(pid, signal.SIGCONT)
-        with contextlib.suppress(FileNotFoundError):
-            self.arm_file.unlink()
+        for arm in (self.arm_file, self.sink_arm):
+            with contextlib.suppress(FileNotFoundError):
+                arm.unlink()
 
 
 # --- the soak -----------------------------------------------------------------------------
@@ -673,11 +702,12 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         arm_file = out / "worker.arm"
         cfg = {"url": proxy.url, "shards": settings.shards, "record_port": record_server.port,
                "checkpoint": str(out / "checkpoint"), "arm_file": str(arm_file),
+               "sink_arm": str(out / "sink.arm"),
                "stop_file": str(out / "stop"), "heartbeat": str(out / "heartbeat"),
                "max_per_trigger": settings.max_per_trigger, "trigger": settings.trigger,
                "retry_timeout": settings.retry_timeout, "consumer_id": settings.consumer_id,
                "dehydrator": settings.dehydrator}
-        for stale in ("stop", "heartbeat", "worker.arm"):
+        for stale in ("stop", "heartbeat", "worker.arm", "sink.arm"):
             with contextlib.suppress(FileNotFoundError):
                 (out / stale).unlink()
         import shutil
@@ -731,8 +761,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         def is_drained() -> bool:
             if not drained(direct, ICK, settings.shards):
                 return False
-            return dehydrator is None or Dehydrator(direct, DEHYDRATOR,
-                                                    settings.shards).size() == 0
+            return dehydrator is None or not any(dehydrator_left(direct, settings))
 
         drain_deadline = time.monotonic() + settings.drain_timeout
         emptied = False
@@ -766,7 +795,9 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
                             origin=started, until=until,
                             drain_seconds=drain_seconds, drained=emptied,
                             proxy_resets=proxy.resets, nemesis_errors=nemesis.errors,
-                            producer_errors=sum(len(p.errors) for p in loops))
+                            producer_errors=sum(len(p.errors) for p in loops),
+                            producer_error_examples=sorted({e[:200] for p in loops
+                                                            for e in p.errors})[:5])
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         log(table(summary))
         return summary
@@ -778,7 +809,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
 def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[str, Any]:
     """What is left in Redis after the drain: members queued or reserved, open
     reservations per shard (and the dehydrator's size)."""
-    from pyspark_ick import Dehydrator, ShardedIck
+    from pyspark_ick import ShardedIck
     from pyspark_ick.keys import shard_names
     from pyspark_ick.reservations import describe
 
@@ -787,8 +818,20 @@ def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[
              "open_reservations": sum(describe(client, k)["open_reservations"]
                                       for k in shard_names(ICK, settings.shards))}
     if with_dehydrator:
-        state["dehydrator"] = Dehydrator(client, DEHYDRATOR, settings.shards).size()
+        state["dehydrator"], state["open_claims"] = dehydrator_left(client, settings)
     return state
+
+
+def dehydrator_left(client: Any, settings: Settings) -> tuple[int, int]:
+    """(elements parked, claims not committed) of the soak's dehydrator."""
+    from pyspark_ick import Dehydrator
+
+    dh = Dehydrator(client, DEHYDRATOR, settings.shards)
+    claims = 0
+    for i in range(settings.shards):
+        head, committed = dh.claim_log(i).counters()
+        claims += head - committed
+    return dh.size(), claims
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
@@ -841,6 +884,8 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
         entry = by_kind.setdefault(f["kind"], {"drawn": 0, "hit": 0})
         entry["drawn"] += 1
         entry["hit"] += bool(f.get("hit"))
+        if f.get("in_sink"):
+            entry["in_sink"] = entry.get("in_sink", 0) + 1
     summary = {
         "settings": {**asdict(settings), "every": list(settings.every)},
         **result,
@@ -868,7 +913,8 @@ def table(s: dict[str, Any]) -> str:
     rows = [
         ("result", "OK" if s["ok"] else "FAILED"),
         ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
-        *[(f"  {k}", f"{v['drawn']} ({v['hit']} hit)")
+        *[(f"  {k}", f"{v['drawn']} ({v['hit']} hit"
+           + (f", {v['in_sink']} inside foreachBatch)" if "in_sink" in v else ")"))
           for k, v in sorted(s["faults_by_kind"].items())],
         ("acknowledged adds", s["adds"]),
         ("lost (I1)", s["lost"]),
@@ -888,8 +934,9 @@ def table(s: dict[str, Any]) -> str:
         d = s["dehydrator"]
         rows += [("parks", d["parks"]), ("  lost", d["lost"]), ("  released early", d["early"]),
                  ("  not in Ick", d["not_in_ick"])]
-    width = max(len(str(k)) for k, _ in rows)
-    return "\n".join(f"{k!s:<{width}}  {v}" for k, v in rows)
+    rows = [(str(k) if len(str(k)) <= 60 else str(k)[:57] + "...", v) for k, v in rows]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
 def parse(argv: list[str]) -> Settings:

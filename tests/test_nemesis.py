@@ -1,0 +1,116 @@
+"""The nemesis soak (tests/nemesis.py): its checker proves itself, and a short soak of mixed
+faults loses nothing.
+
+- The checker (tests/nemesis_check.py) on a small synthetic run: I1 holds; removing the
+  one delivery of an add, a delivery from an older reservation, or a sink call that ended
+  before the add was acknowledged each make I1 fail; a replay with other rows fails I3;
+  duplicates and stalls (outside fault windows) are counted.
+- The smoke: ~2 minutes of faults (a seed that draws every kind), then the drain: 0 lost,
+  0 stuck, replays identical; then, on that recorded run, removing the delivery of one
+  add makes I1 fail and changing a replayed batch makes I3 fail.
+"""
+
+from __future__ import annotations
+
+import time
+
+import nemesis
+import nemesis_check as nc
+import pytest
+
+A = nc.Add
+D = nc.Delivery
+
+
+def synthetic() -> tuple[list[nc.Add], list[nc.Delivery]]:
+    """Two members on two shards; ``a`` added again while its first batch was in flight;
+    batch 1 replayed once (after a crash) with the same rows."""
+    adds = [A("a", 1.0, 0, 0, 1.0), A("b", 2.0, 1, 0, 2.0), A("a", 3.0, 0, 1, 3.5)]
+    deliveries = [
+        D(0, [("a", 1.0, 0, 1), ("b", 2.0, 1, 1)], 3.0, 3.2),
+        D(1, [("a", 3.0, 0, 2)], 4.0, 4.1),
+        D(1, [("a", 3.0, 0, 2)], 9.0, 9.1),  # the replay
+    ]
+    return adds, deliveries
+
+
+def test_checker_passes_a_good_run() -> None:
+    adds, deliveries = synthetic()
+    result = nc.check(adds, deliveries, [], until=10.0)
+    assert result["ok"], result
+    assert (result["lost"], result["replays"], result["duplicate_rows"]) == (0, 1, 0)
+
+
+def test_checker_catches_a_removed_delivery() -> None:
+    adds, deliveries = synthetic()
+    without = [d for d in deliveries if d.batch != 1]
+    assert nc.lost(adds, without) == [adds[2]]
+    assert not nc.check(adds, without, [], until=10.0)["ok"]
+
+
+def test_checker_catches_an_older_reservation_and_an_early_sink() -> None:
+    adds, deliveries = synthetic()
+    older = [deliveries[0], D(1, [("a", 3.0, 0, 1)], 4.0, 4.1)]  # reservation 1 <= R = 1
+    assert nc.lost(adds, older) == [adds[2]]
+    early = [deliveries[0], D(1, [("a", 3.0, 0, 2)], 3.0, 3.4)]  # ended before the ack, 3.5
+    assert nc.lost(adds, early) == [adds[2]]
+    higher = [deliveries[0], D(1, [("a", 3.1, 0, 2)], 4.0, 4.1)]  # a later score: not it
+    assert nc.lost(adds, higher) == [adds[2]]
+
+
+def test_checker_catches_a_replay_with_other_rows() -> None:
+    adds, deliveries = synthetic()
+    changed = [*deliveries[:2], D(1, [("a", 3.0, 0, 2), ("b", 2.0, 1, 1)], 9.0, 9.1)]
+    assert nc.replays(changed) == (1, [1])
+    assert not nc.check(adds, changed, [], until=10.0)["ok"]
+
+
+def test_checker_counts_duplicates_and_stalls() -> None:
+    adds, deliveries = synthetic()
+    again = [*deliveries, D(2, [("b", 2.0, 1, 2)], 9.5, 9.6)]  # b not added again: duplicate
+    assert nc.duplicates(adds, again) == (1, 4)
+    assert nc.empty_batches([D(3, [], 1.0, 1.1)]) == [3]
+    late = [deliveries[0], D(1, [("a", 3.0, 0, 2)], 8.0, 8.5)]  # a waited from 3.5 to 8.5
+    found = nc.stalls(adds, late, until=10.0)
+    assert found[0] == nc.Stall(3.5, 8.5)
+    assert nc.Stall(1.0, 3.2) in found  # a cold start: a waited from 1.0 to 3.2
+    assert nc.longest_outside(found, [nc.Window("x", 0.0, 7.0)]) == nc.Stall(7.0, 8.5)
+    assert nc.longest_outside(found, [nc.Window("x", 0.0, 9.0)]) is None
+
+
+def test_smoke_soak(tmp_path) -> None:
+    """About 3 minutes: 2 of faults of every kind (seed 6 draws them all), the drain, the
+    checks; then the checker catches a delivery removed from this run's record."""
+    began = time.monotonic()
+    settings = nemesis.Settings(minutes=2.0, seed=6, out=str(tmp_path / "soak"),
+                                drain_timeout=75.0)
+    summary = nemesis.soak(settings)
+    took = time.monotonic() - began
+    print(f"smoke soak: {took:.0f} s")
+    assert summary["faults"] >= 6, summary["faults_by_kind"]
+    assert summary["drained"], summary
+    assert summary["lost"] == 0, summary["lost_examples"]
+    assert summary["replays_differing"] == [] and summary["empty_batches"] == []
+    assert not any(summary["stuck"].values()), summary["stuck"]
+    assert summary["ok"], summary
+
+    out = tmp_path / "soak"
+    adds = [nc.add_of(r) for r in nc.read_jsonl(out / "adds.jsonl")]
+    deliveries = [nc.delivery_of(r) for r in nc.read_jsonl(out / "deliveries.jsonl")]
+    assert adds and deliveries and nc.lost(adds, deliveries) == []
+    # Remove the batch (every call of its id) that delivered the last add: I1 fails.
+    last = adds[-1]
+    batches = {d.batch for d in deliveries for m, s, sh, r in d.rows
+               if (m, sh) == (last.member, last.shard) and r > last.reserved
+               and s <= last.score and d.end > last.at}
+    assert batches
+    cut = [d for d in deliveries if d.batch not in batches]
+    assert last in nc.lost(adds, cut)
+    # A replay of some batch with one row fewer: I3 fails.
+    victim = next(d for d in deliveries if len(d.rows) > 1)
+    replayed = [*deliveries, victim._replace(rows=victim.rows[1:], end=victim.end + 1)]
+    assert victim.batch in nc.replays(replayed)[1]
+
+
+if __name__ == "__main__":
+    pytest.main([__file__, "-q"])
