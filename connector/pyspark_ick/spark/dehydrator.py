@@ -63,6 +63,7 @@ from ..ick import as_bytes
 from ..options import DH_STREAM, DH_WRITE, Options
 from .sink import BatchWriter, StreamWriter
 from .source import ReservationStreamReader
+from .tables import require_options
 
 FORMAT = "dehydrator"
 ROWS_PER_BATCH = 65536
@@ -106,10 +107,12 @@ class DefaultSource(DataSource):
         return source_schema(element_type(opts) == "binary", id_type(opts) == "binary")
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        require_options(self.options, FORMAT)  # a SQL table's OPTIONS never arrive
         return BatchWriter(prepare(self.options, schema, overwrite))
 
     def streamWriter(self, schema: StructType, overwrite: bool
                      ) -> DataSourceStreamArrowWriter:
+        require_options(self.options, FORMAT)
         return StreamWriter(prepare(self.options, schema, overwrite))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -15,6 +15,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .tables import require_options
+
 
 class DefaultSource(DataSource):
     """``format("ick")``: Redis Icks as a Spark sink and a streaming source."""
@@ -32,19 +34,23 @@ class DefaultSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .ick_writer import batch_writer
 
+        require_options(self.options, "ick")  # a SQL table's OPTIONS never arrive
         return batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from .ick_writer import stream_writer
 
+        require_options(self.options, "ick")
         return stream_writer(self.options, schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from .ick_reader import batch_reader
 
+        require_options(self.options, "ick")
         return batch_reader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .ick_reader import stream_reader
 
+        require_options(self.options, "ick")
         return stream_reader(self.options, schema)
