@@ -146,8 +146,7 @@ def test_lease_takeover_after_expiry_and_fencing(redis_url, client):
     assert end == {"0": 1}
     with pytest.raises(LeaseError, match=r"consumed by another query.*query-"):
         stream_reader(options, STREAM_SCHEMA).initialOffset()
-    old._stopping.set()  # the old driver dies: no heartbeat, no release
-    old._heartbeat.join()
+    old._state.leases.halt()  # the old driver dies: no heartbeat, no release
     new = stream_reader(options, STREAM_SCHEMA)
     # refused while the old lease looks alive, then it expires and the new reader takes it
     assert wait_until(new.initialOffset, timeout=10, what="takeover") == {"0": 0}
@@ -177,7 +176,7 @@ def test_consumer_id_resumes_at_once(redis_url, client):
     with pytest.raises(LeaseError):
         first.commit({"0": 1})
     second.commit({"0": 1})
-    first._stopping.set()
+    first._state.leases.halt()
     second.stop()
     assert ShardedIck(client, "c", 1).stats()["total_size"] == 0
 
@@ -209,7 +208,7 @@ def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
     ick.add({"hot": 1.0, "cold": 2.0})
     reader = stream_reader({"redis.url": redis_url, "ick": "twice"}, STREAM_SCHEMA)
     start = reader.initialOffset()
-    logs, fence = reader._driver(), reader._fences[0]
+    logs, fence = reader._driver(), reader._state.leases.fences[0]
     assert logs[0].reserve(1, start["0"], fence) == (start["0"] + 1, 1, 1)  # R: hot
     ick.add({"hot": 5.0})  # dirty again while in flight
     end = {"0": logs[0].reserve(3, start["0"], fence)[0]}  # R+1: cold, hot
