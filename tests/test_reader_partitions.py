@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark_ick import Dehydrator, ShardedIck, scripts
+from pyspark_ick import Dehydrator, ShardedIck, bounds
 from pyspark_ick.spark.dehydrator import source_schema
 from pyspark_ick.spark.dehydrator import stream_reader as dehydrator_reader
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
@@ -53,7 +53,7 @@ def one_shard_batch(client: Any, redis_url: str, name: str, monkeypatch: Any,
     """100 members of one shard reserved by one latestOffset into 10 reservations of 10
     (MOVES_PER_CALL 10); with ``dirty_again``, m00 is reserved first, re-added, and
     reserved again by that latestOffset."""
-    monkeypatch.setattr(scripts, "MOVES_PER_CALL", 10)
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
     ick = ShardedIck(client, name, 1)
     ick.add_pairs([f"m{i:02d}" for i in range(100)], [float(i) for i in range(100)])
     reader = stream_reader({"redis.url": redis_url, "ick": name,
@@ -99,7 +99,7 @@ def test_a_batch_with_a_member_reserved_twice_is_read_by_one_task(
 def test_a_big_claim_batch_of_one_shard_is_read_by_several_tasks(
         client: Any, redis_url: str, monkeypatch: Any) -> None:
     """Claims never fold (an id claimed twice was pushed twice): they always split."""
-    monkeypatch.setattr(scripts, "MOVES_PER_CALL", 10)
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
     Dehydrator(client, "dsplit").park([f"d{i:02d}" for i in range(100)], ["x"] * 100,
                                       [0] * 100)
     reader = dehydrator_reader({"redis.url": redis_url, "dehydrator": "dsplit",

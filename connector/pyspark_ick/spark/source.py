@@ -61,7 +61,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from ..lease import Fence, Lease
-from ..reservations import Reserved
+from ..numbered_log import Reserved
 from . import planning
 from .ahead import Ahead
 from .compat import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
