@@ -89,6 +89,6 @@ def test_readme_option_tables_match_the_options_table():
         assert names == set(taken_by(use)) - set(CONNECTION_OPTIONS), use
         for option in OPTIONS:
             if use in option.uses and (line, option.name) in defaults:
-                assert defaults[line, option.name] == option.default, (use, option.name)
+                assert defaults[line, option.name] == option.shown, (use, option.name)
     everything = set().union(*tables.values()) | set(CONNECTION_OPTIONS)
     assert everything == {o.name for o in OPTIONS}

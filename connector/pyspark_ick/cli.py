@@ -35,7 +35,7 @@ from .errors import IckConfigError, IckError
 from .ick import ShardedIck, text
 from .keys import MAX_SHARDS, check_name, check_shards
 from .observe import peek, recorded_shards, server_time, stats
-from .options import Options
+from .options import parse_duration_ms
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
 
@@ -307,10 +307,7 @@ def seconds_arg(value: str) -> float:
 
 
 def duration_arg(value: str) -> int:
-    try:
-        ms = Options({"ttl": value}, "cli").duration_ms("ttl", None)
-    except IckConfigError:
-        ms = None
+    ms = parse_duration_ms(value)
     if ms is None:
         raise argparse.ArgumentTypeError(
             f'expected a duration such as "500ms", "30s", "2m" or "1h", got {value!r}')

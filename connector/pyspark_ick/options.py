@@ -3,26 +3,28 @@ name the option.
 
 Spark hands a data source its options as a case-insensitive mapping of strings. ``OPTIONS``
 lists every option with the uses (format and direction) that take it, its default and its
-meaning (README's option tables are checked against it). ``Options(raw, use)`` refuses an
-option that use does not take, naming the closest one it does take or the use that takes
-it, so a misspelled option never silently changes nothing; its getters raise
-IckConfigError naming the option and what was expected, on the driver, before any task
-runs.
+kind, typed default, bounds and meaning (README's option tables are checked against it):
+the only place that knows them. ``Options(raw, fmt, use)`` refuses an option that use does
+not take, naming the closest one it does take or the use that takes it, so a misspelled
+option never silently changes nothing; its one getter ``get`` raises IckConfigError naming
+the option and what was expected, on the driver, before any task runs.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import bounds
-from .connection import DEFAULT_URL, ConnectionSpec, check_url, parse_cluster, redact
+from .connection import ConnectionSpec
+from .dehydrator import ON_DUPLICATE
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
 from .retry import DEFAULT_RETRY_TIMEOUT
+from .urls import DEFAULT_URL, check_url, parse_cluster, redact
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -38,44 +40,80 @@ SPARKS_OWN = ("path", "paths", "checkpointlocation")  # set by Spark or its user
 
 @dataclass(frozen=True)
 class Option:
-    """One option: its name, the uses that take it, its default as shown, its meaning."""
+    """One option: its name, the uses that take it, its kind (how its text is read), its
+    typed default (None: none; ``required``: must be given), bounds or choices, and its
+    meaning. README's option tables show ``shown`` (tests/test_options.py checks them)."""
 
     name: str
     uses: tuple[str, ...]
-    default: str
+    kind: str
+    default: Any
     meaning: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    required: bool = False
+
+    @property
+    def shown(self) -> str:
+        """The default as README shows it."""
+        if self.default is None:
+            return ""
+        if self.kind == "duration":
+            ms = int(self.default)
+            return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+        if self.kind == "seconds":
+            return f"{self.default:g}"
+        return str(self.default)
 
 
-def _option(name: str, uses: Iterable[str], default: str, meaning: str) -> Option:
-    return Option(name, tuple(uses), default, meaning)
+def _option(name: str, uses: Iterable[str], kind: str, default: Any, meaning: str,
+            **more: Any) -> Option:
+    return Option(name, tuple(uses), kind, default, meaning, **more)
 
 
+TYPES = ("string", "binary")
 OPTIONS = (
-    _option("redis.url", USES, DEFAULT_URL, "Redis URL; several seed nodes for a cluster"),
-    _option("redis.cluster", USES, "auto", "auto | true | false"),
-    _option("redis.username", USES, "", "ACL user"),
-    _option("redis.password", USES, "", "password"),
-    _option("redis.timeout", USES, "10", "socket timeout in seconds"),
-    _option("redis.retryTimeout", USES, "60s", "how long transient errors are retried"),
-    _option("ick", (ICK_WRITE, ICK_READ, ICK_STREAM), "", "the logical Ick (required)"),
-    _option("dehydrator", (DH_WRITE, DH_STREAM), "", "the dehydrator (required)"),
-    _option("shards", USES, "1", "number of shards"),
-    _option("memberColumn", (ICK_WRITE,), "member", "member column"),
-    _option("scoreColumn", (ICK_WRITE,), "score", "score column"),
-    _option("onInvalid", (ICK_WRITE,), "fail", "fail | skip invalid rows"),
-    _option("chunkSize", (ICK_WRITE,), str(bounds.ICK_CHUNK), "members per call"),
-    _option("chunkSize", (DH_WRITE,), str(bounds.DEHYDRATOR_CHUNK), "elements per call"),
-    _option("maxMembersPerTrigger", (ICK_STREAM,), "500000", "members per micro-batch"),
-    _option("minMembersPerPartition", (ICK_STREAM,), "100000", "members per read task"),
-    _option("maxElementsPerTrigger", (DH_STREAM,), "100000", "elements per micro-batch"),
-    _option("minElementsPerPartition", (DH_STREAM,), "100000", "elements per read task"),
-    _option("consumerId", (ICK_STREAM, DH_STREAM), "", "owner id of the shard leases"),
-    _option("leaseTimeout", (ICK_STREAM, DH_STREAM), "60s", "lease time of a dead query"),
-    _option("delay", (DH_WRITE,), "", "due time from now"),
-    _option("onDuplicate", (DH_WRITE,), "keep", "keep | replace | error"),
-    _option("elementType", (DH_STREAM,), "string", "string | binary"),
-    _option("idType", (DH_STREAM,), "string", "string | binary"),
-    _option("memberType", (ICK_READ, ICK_STREAM), "string", "string | binary"),
+    _option("redis.url", USES, "url", DEFAULT_URL, "Redis URL; several seed nodes for a cluster"),
+    _option("redis.cluster", USES, "cluster", "auto", "auto | true | false"),
+    _option("redis.username", USES, "text", None, "ACL user"),
+    _option("redis.password", USES, "text", None, "password"),
+    _option("redis.timeout", USES, "seconds", 10.0, "socket timeout in seconds",
+            minimum=0.001),
+    _option("redis.retryTimeout", USES, "duration", round(DEFAULT_RETRY_TIMEOUT * 1000),
+            "how long transient errors are retried", minimum=0),
+    _option("ick", (ICK_WRITE, ICK_READ, ICK_STREAM), "name", None,
+            "the logical Ick (required)", required=True),
+    _option("dehydrator", (DH_WRITE, DH_STREAM), "name", None, "the dehydrator (required)",
+            required=True),
+    _option("shards", USES, "integer", 1, "number of shards", minimum=1, maximum=MAX_SHARDS),
+    _option("memberColumn", (ICK_WRITE,), "text", "member", "member column"),
+    _option("scoreColumn", (ICK_WRITE,), "text", "score", "score column"),
+    _option("onInvalid", (ICK_WRITE,), "choice", "fail", "fail | skip invalid rows",
+            choices=("fail", "skip")),
+    _option("chunkSize", (ICK_WRITE,), "integer", bounds.ICK_CHUNK, "members per call",
+            minimum=1, maximum=bounds.ITEMS_PER_CALL),
+    _option("chunkSize", (DH_WRITE,), "integer", bounds.DEHYDRATOR_CHUNK, "elements per call",
+            minimum=1, maximum=bounds.ITEMS_PER_CALL),
+    _option("maxMembersPerTrigger", (ICK_STREAM,), "integer", 500_000,
+            "members per micro-batch", minimum=1),
+    _option("minMembersPerPartition", (ICK_STREAM,), "integer", 100_000,
+            "members per read task", minimum=1),
+    _option("maxElementsPerTrigger", (DH_STREAM,), "integer", 100_000,
+            "elements per micro-batch", minimum=1),
+    _option("minElementsPerPartition", (DH_STREAM,), "integer", 100_000,
+            "elements per read task", minimum=1),
+    _option("consumerId", (ICK_STREAM, DH_STREAM), "text", None,
+            "owner id of the shard leases"),
+    _option("leaseTimeout", (ICK_STREAM, DH_STREAM), "duration", 60_000,
+            "lease time of a dead query", minimum=100),
+    _option("delay", (DH_WRITE,), "duration", None, "due time from now", minimum=0),
+    _option("onDuplicate", (DH_WRITE,), "choice", "keep", "keep | replace | error",
+            choices=ON_DUPLICATE),
+    _option("elementType", (DH_STREAM,), "choice", "string", "string | binary", choices=TYPES),
+    _option("idType", (DH_STREAM,), "choice", "string", "string | binary", choices=TYPES),
+    _option("memberType", (ICK_READ, ICK_STREAM), "choice", "string", "string | binary",
+            choices=TYPES),
 )
 CONNECTION_OPTIONS = tuple(o.name for o in OPTIONS if o.name.startswith("redis."))
 
@@ -101,8 +139,18 @@ def check_known(raw: Iterable[str], use: str) -> None:
             + ". It takes: " + ", ".join(taken_by(use)))
 
 
+def parse_duration_ms(text: Any) -> int | None:
+    """Milliseconds of a duration such as ``"30s"``, ``"500ms"``, ``"2m"``, ``"1h"`` (a
+    bare number is ms); None when ``text`` is not one (the CLI parses with it too)."""
+    match = _DURATION.match(str(text))
+    if not match:
+        return None
+    amount, unit = float(match.group(1)), (match.group(2) or "ms").lower()
+    return round(amount * _UNITS_MS[unit])
+
+
 class Options:
-    """Typed, case-insensitive access to one format's options."""
+    """Typed, case-insensitive access to one format's options (``get``)."""
 
     def __init__(self, raw: Mapping[str, Any], fmt: str, use: str | None = None) -> None:
         self.raw = {str(k).lower(): v for k, v in dict(raw).items()}
@@ -111,120 +159,108 @@ class Options:
         if use is not None:
             check_known(dict(raw), use)
 
-    def default(self, name: str) -> str:
-        """The default of option ``name`` for this use, from OPTIONS."""
+    def option(self, name: str) -> Option:
+        """The entry of OPTIONS for ``name`` and this use."""
         for option in OPTIONS:
-            if option.name == name and self.use in option.uses:
-                return option.default
+            if option.name == name and (self.use is None or self.use in option.uses):
+                return option
         raise KeyError(f"{self.use} takes no option {name!r}")
+
+    def has(self, name: str) -> bool:
+        """Whether option ``name`` was given (not empty)."""
+        value = self.raw.get(name.lower())
+        return value is not None and str(value) != ""
+
+    def get(self, name: str) -> Any:
+        """Option ``name`` as its kind's type, its default when not given; IckConfigError
+        naming the option and what it expects for a value it cannot take."""
+        option = self.option(name)
+        if not self.has(name):
+            if option.required:
+                raise IckConfigError(f"format({self.fmt!r}) needs option {name!r}")
+            return option.default
+        return PARSERS[option.kind](self, option, self.raw[name.lower()])
 
     def _fail(self, name: str, expected: str, value: Any) -> IckConfigError:
         shown = "***" if "password" in name.lower() else repr(value)
         return IckConfigError(f"format({self.fmt!r}) option {name!r}: expected {expected}, "
                               f"got {shown}")
 
-    def has(self, name: str) -> bool:
-        return name.lower() in self.raw
-
-    def string(self, name: str, default: str | None = None, *, required: bool = False
-               ) -> str | None:
-        value = self.raw.get(name.lower())
-        if value is None or str(value) == "":
-            if required:
-                raise IckConfigError(f"format({self.fmt!r}) needs option {name!r}")
-            return default
+    def _text(self, option: Option, value: Any) -> str:
         return str(value)
 
-    def name(self, name: str) -> str:
-        """A required Ick or dehydrator name (no braces)."""
-        value = self.string(name, required=True)
-        assert value is not None
+    def _name(self, option: Option, value: Any) -> str:
         try:
-            return check_name(value, f"option {name!r}")
+            return check_name(str(value), f"option {option.name!r}")
         except IckConfigError as exc:
             raise IckConfigError(f"format({self.fmt!r}) {exc}") from None
 
-    def integer(self, name: str, default: int | None = None, *, minimum: int = 0,
-                maximum: int | None = None) -> int:
-        """An integer option; ``default`` None: the default of OPTIONS."""
-        value = self.raw.get(name.lower())
-        if value is None or str(value) == "":
-            return int(self.default(name)) if default is None else default
-        bound = f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum else "")
+    def _integer(self, option: Option, value: Any) -> int:
+        low = int(option.minimum or 0)
+        bound = f"an integer >= {low}" + (
+            f" and <= {int(option.maximum)}" if option.maximum is not None else "")
         try:
             number = int(str(value).strip())
         except ValueError:
-            raise self._fail(name, bound, value) from None
-        if number < minimum or (maximum is not None and number > maximum):
-            raise self._fail(name, bound, value)
+            raise self._fail(option.name, bound, value) from None
+        if number < low or (option.maximum is not None and number > option.maximum):
+            raise self._fail(option.name, bound, value)
         return number
 
-    def number(self, name: str, default: float, *, minimum: float = 0.0) -> float:
-        value = self.raw.get(name.lower())
-        if value is None or str(value) == "":
-            return default
+    def _seconds(self, option: Option, value: Any) -> float:
+        low = option.minimum or 0.0
         try:
             number = float(str(value).strip())
         except ValueError:
-            raise self._fail(name, f"a number >= {minimum}", value) from None
-        if not number >= minimum:
-            raise self._fail(name, f"a number >= {minimum}", value)
+            raise self._fail(option.name, f"a number >= {low}", value) from None
+        if not number >= low:
+            raise self._fail(option.name, f"a number >= {low}", value)
         return number
 
-    def choice(self, name: str, choices: Iterable[str], default: str) -> str:
-        allowed = list(choices)
-        value = self.raw.get(name.lower())
-        if value is None or str(value) == "":
-            return default
+    def _choice(self, option: Option, value: Any) -> str:
         text = str(value).strip().lower()
-        for choice in allowed:
+        for choice in option.choices:
             if choice.lower() == text:
                 return choice
-        raise self._fail(name, "one of " + " | ".join(allowed), value)
+        raise self._fail(option.name, "one of " + " | ".join(option.choices), value)
 
-    def duration_ms(self, name: str, default: int | None) -> int | None:
-        """A duration such as ``"30s"``, ``"500ms"``, ``"2m"`` (bare numbers are ms)."""
-        value = self.raw.get(name.lower())
-        if value is None or str(value) == "":
-            return default
-        match = _DURATION.match(str(value))
-        if not match:
-            raise self._fail(name, 'a duration such as "500ms", "30s", "2m" or "1h"', value)
-        amount, unit = float(match.group(1)), (match.group(2) or "ms").lower()
-        return round(amount * _UNITS_MS[unit])
+    def _duration(self, option: Option, value: Any) -> int:
+        ms = parse_duration_ms(value)
+        if ms is None:
+            raise self._fail(option.name, 'a duration such as "500ms", "30s", "2m" or "1h"',
+                             value)
+        if option.minimum and ms < option.minimum:
+            raise self._fail(option.name, f"a duration of at least {int(option.minimum)}ms",
+                             value)
+        return ms
 
-    def shards(self) -> int:
-        """Option ``shards``: 1 to MAX_SHARDS."""
-        return self.integer("shards", minimum=1, maximum=MAX_SHARDS)
+    def _url(self, option: Option, value: Any) -> str:
+        try:
+            return check_url(str(value))
+        except IckConfigError:
+            raise self._fail(option.name, "a URL starting with redis://, rediss:// or unix://",
+                             redact(str(value))) from None
 
-    def lease_ms(self) -> int:
-        """Option ``leaseTimeout`` of the stream sources (default 60s, at least 100ms)."""
-        value = self.duration_ms("leaseTimeout", 60_000)
-        if value is None or value < 100:
-            raise self._fail("leaseTimeout", "a duration of at least 100ms",
-                             self.raw.get("leasetimeout"))
-        return value
+    def _cluster(self, option: Option, value: Any) -> str:
+        try:
+            return parse_cluster(value)
+        except IckConfigError:
+            raise self._fail(option.name, "auto | true | false", value) from None
 
     def connection(self) -> ConnectionSpec:
         """The ``redis.*`` options as a picklable ConnectionSpec."""
-        url = self.string("redis.url", DEFAULT_URL)
-        assert url is not None
-        try:
-            check_url(url)
-        except IckConfigError:
-            raise self._fail("redis.url", "a URL starting with redis://, rediss:// or unix://",
-                             redact(url)) from None
-        try:
-            cluster = parse_cluster(self.raw.get("redis.cluster", "auto"))
-        except IckConfigError:
-            raise self._fail("redis.cluster", "auto | true | false",
-                             self.raw.get("redis.cluster")) from None
         return ConnectionSpec(
-            url=url,
-            cluster=cluster,
-            username=self.string("redis.username"),
-            password=self.string("redis.password"),
-            timeout=self.number("redis.timeout", 10.0, minimum=0.001),
-            retry_timeout=(self.duration_ms("redis.retryTimeout",
-                                            round(DEFAULT_RETRY_TIMEOUT * 1000)) or 0) / 1000,
+            url=self.get("redis.url"),
+            cluster=self.get("redis.cluster"),
+            username=self.get("redis.username"),
+            password=self.get("redis.password"),
+            timeout=self.get("redis.timeout"),
+            retry_timeout=self.get("redis.retryTimeout") / 1000,
         )
+
+
+PARSERS: dict[str, Callable[[Options, Option, Any], Any]] = {
+    "text": Options._text, "name": Options._name, "integer": Options._integer,
+    "seconds": Options._seconds, "choice": Options._choice, "duration": Options._duration,
+    "url": Options._url, "cluster": Options._cluster,
+}

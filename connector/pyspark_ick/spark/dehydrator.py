@@ -54,10 +54,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import bounds
 from ..columns import NotUtf8, buffers, utf8
 from ..connection import ConnectionSpec
-from ..dehydrator import ON_DUPLICATE, ClaimLog, Dehydrator, Entry
+from ..dehydrator import ClaimLog, Dehydrator, Entry
 from ..errors import IckConfigError, IckError
 from ..ick import as_bytes
 from ..options import DH_STREAM, DH_WRITE, Options
@@ -120,11 +119,11 @@ class DefaultSource(DataSource):
 
 
 def element_type(opts: Options) -> str:
-    return opts.choice("elementType", ("string", "binary"), "string")
+    return str(opts.get("elementType"))
 
 
 def id_type(opts: Options) -> str:
-    return opts.choice("idType", ("string", "binary"), "string")
+    return str(opts.get("idType"))
 
 
 # --- the sink, on the driver: options, schema, shard count ----------------------------
@@ -212,7 +211,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
         raise IckConfigError(
             "format('dehydrator') needs a column 'element' (string or binary); columns: "
             + (", ".join(schema.fieldNames()) or "none"))
-    delay_ms = opts.duration_ms("delay", None)
+    delay_ms = opts.get("delay")
     given = [what for what, present in (
         ("option 'delay'", delay_ms is not None), ("column 'delayMs'", "delayms" in found),
         ("column 'releaseAt'", "releaseat" in found)) if present]
@@ -223,15 +222,15 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
             f"column 'delayMs' or column 'releaseAt' to set the due time; got {which}")
     return DehydratorSink(
         connection=opts.connection(),
-        dehydrator=opts.name("dehydrator"),
-        shards=opts.shards(),
-        on_duplicate=opts.choice("onDuplicate", ON_DUPLICATE, "keep"),
+        dehydrator=opts.get("dehydrator"),
+        shards=opts.get("shards"),
+        on_duplicate=opts.get("onDuplicate"),
         element=found["element"],
         id=found.get("id"),
         delay_ms=delay_ms,
         delay_column=found.get("delayms"),
         release_column=found.get("releaseat"),
-        chunk=opts.integer("chunkSize", minimum=1, maximum=bounds.ITEMS_PER_CALL),
+        chunk=opts.get("chunkSize"),
     )
 
 
@@ -335,21 +334,21 @@ class SourceOptions:
     consumer_id: str | None
     lease_ms: int
     binary: bool
-    min_per_partition: int = 100_000
-    binary_id: bool = False  # idType=binary
+    min_per_partition: int
+    binary_id: bool  # idType=binary
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
         o = Options(raw, FORMAT, DH_STREAM)
         return cls(
             connection=o.connection(),
-            dehydrator=o.name("dehydrator"),
-            shards=o.shards(),
-            max_per_trigger=o.integer("maxElementsPerTrigger", minimum=1),
-            consumer_id=o.string("consumerId"),
-            lease_ms=o.lease_ms(),
+            dehydrator=o.get("dehydrator"),
+            shards=o.get("shards"),
+            max_per_trigger=o.get("maxElementsPerTrigger"),
+            consumer_id=o.get("consumerId"),
+            lease_ms=o.get("leaseTimeout"),
             binary=element_type(o) == "binary",
-            min_per_partition=o.integer("minElementsPerPartition", minimum=1),
+            min_per_partition=o.get("minElementsPerPartition"),
             binary_id=id_type(o) == "binary",
         )
 

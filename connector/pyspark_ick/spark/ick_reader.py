@@ -89,7 +89,7 @@ ROWS_PER_BATCH = 65536
 
 def options_binary(opts: Options) -> bool:
     """Whether option ``memberType`` is ``binary``."""
-    return opts.choice("memberType", ("string", "binary"), "string") == "binary"
+    return bool(opts.get("memberType") == "binary")
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,8 @@ class ReaderOptions:
     max_per_trigger: int
     consumer_id: str | None
     lease_ms: int
-    min_per_partition: int = 100_000
-    binary: bool = False  # memberType=binary
+    min_per_partition: int
+    binary: bool  # memberType=binary
 
     @classmethod
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
@@ -111,12 +111,12 @@ class ReaderOptions:
         stream = Options(raw, "ick", ICK_STREAM)  # a batch read has no stream options
         return cls(
             connection=o.connection(),
-            ick=o.name("ick"),
-            shards=o.shards(),
-            max_per_trigger=stream.integer("maxMembersPerTrigger", minimum=1),
-            consumer_id=stream.string("consumerId"),
-            lease_ms=stream.lease_ms(),
-            min_per_partition=stream.integer("minMembersPerPartition", minimum=1),
+            ick=o.get("ick"),
+            shards=o.get("shards"),
+            max_per_trigger=stream.get("maxMembersPerTrigger"),
+            consumer_id=stream.get("consumerId"),
+            lease_ms=stream.get("leaseTimeout"),
+            min_per_partition=stream.get("minMembersPerPartition"),
             binary=options_binary(o),
         )
 

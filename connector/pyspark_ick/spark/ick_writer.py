@@ -39,7 +39,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from .. import bounds
 from ..columns import pack_pairs
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
@@ -130,13 +129,13 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     """Validate options and schema; raises IckConfigError naming the option or column."""
     opts = Options(options, FORMAT, ICK_WRITE)
     connection = opts.connection()
-    ick = opts.name("ick")
-    shards = opts.shards()
-    skip = opts.choice("onInvalid", ("fail", "skip"), "fail") == "skip"
-    chunk = opts.integer("chunkSize", minimum=1, maximum=bounds.ITEMS_PER_CALL)
+    ick = opts.get("ick")
+    shards = opts.get("shards")
+    skip = opts.get("onInvalid") == "skip"
+    chunk = opts.get("chunkSize")
     columns = ", ".join(schema.fieldNames()) or "none"
 
-    wanted = opts.string("memberColumn", "member") or "member"
+    wanted = opts.get("memberColumn")
     member = _column(schema, wanted)
     if member is None:
         raise IckConfigError(
@@ -151,9 +150,9 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
             f"e.g. selectExpr(\"CAST({member} AS STRING) AS {member}\")"
         )
 
-    wanted_score = opts.string("scoreColumn")
-    score = _column(schema, wanted_score or "score")
-    if score is None and wanted_score:
+    wanted_score = opts.get("scoreColumn")
+    score = _column(schema, wanted_score)
+    if score is None and opts.has("scoreColumn"):
         raise IckConfigError(
             f"format('ick'): score column {wanted_score!r} not found (columns: {columns}); "
             "leave option 'scoreColumn' out to score with Redis server time"
