@@ -672,9 +672,10 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
     import redis
     from fault_proxy import FaultProxy
     from faults_support import drained
+    from redis_faults import start_durable
 
     from pyspark_ick import Dehydrator
-    from pyspark_ick.testing import start_binary, start_durable, wait_until
+    from pyspark_ick.testing import start_binary, wait_until
 
     out = Path(settings.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -40,19 +40,11 @@ from faults_support import (
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode
 from redis.retry import Retry
+from redis_faults import SlotMigration, key_slot, migrate_slot, start_durable
 
 from pyspark_ick import Dehydrator, IckError, ShardedIck, connect
 from pyspark_ick.reservations import ReservationLog
-from pyspark_ick.testing import (
-    RedisClusterServers,
-    RedisServer,
-    SlotMigration,
-    key_slot,
-    migrate_slot,
-    start_binary,
-    start_cluster,
-    start_durable,
-)
+from pyspark_ick.testing import RedisClusterServers, RedisServer, start_binary, start_cluster
 
 RETRY = {"redis.retryTimeout": "30s", "leaseTimeout": "10s"}  # outages here last < 10 s
 

@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from fault_proxy import FaultProxy
 from faults_support import Sink, drained, stream, wait_running
+from redis_faults import start_durable
 
 from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, scripts
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names
-from pyspark_ick.testing import RedisServer, start_durable, wait_until
+from pyspark_ick.testing import RedisServer, wait_until
 
 
 @pytest.fixture

@@ -8,11 +8,10 @@ backend, and ``PYSPARK_ICK_TEST_REDIS_SERVER`` to the path of a ``redis-server``
 ``valkey-server``) to run that binary instead of the one on PATH (it implies ``binary``).
 Fixtures: add ``pytest_plugins = ["pyspark_ick.testing"]`` to a conftest.py.
 
-Faults, for tests that a connector rides out what a production Redis does:
-``RedisServer.kill()`` (kill -9) and ``restart()`` (same port, directory and settings; with
-``start_durable()`` its AOF keeps every acknowledged write), ``start_cluster(replicas=1,
-node_timeout_ms=2000)`` for failovers, ``SlotMigration`` / ``migrate_slot`` to move a hash
-slot step by step as ``redis-cli --cluster reshard`` does.
+``RedisServer.kill()`` (kill -9) and ``restart()`` (same port, directory and settings),
+and ``start_cluster(replicas=1, node_timeout_ms=2000)`` (a failover in seconds) let a test
+see what a connector does while Redis restarts or fails over. The project's own fault
+tools (durable servers, slot migration) are in its tests/redis_faults.py.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -525,20 +524,7 @@ if pytest is not None:
         session.stop()
 
 
-# --- faults: kill -9 and restart, replicas and failover, slot migration (issue 10) -------
-
-
-def start_durable(binary: str | None = None, *args: str) -> RedisServer:
-    """A server that loses no acknowledged write to ``kill()`` (``appendonly yes``,
-    ``appendfsync always``): ``restart()`` reloads its AOF. ``args`` add settings."""
-    return start_binary(binary, "--appendonly", "yes", "--appendfsync", "always", *args)
-
-
-def key_slot(key: str | bytes) -> int:
-    """The Redis Cluster hash slot of ``key`` (CRC16, hash tags honoured)."""
-    from redis.crc import key_slot as crc_slot
-
-    return int(crc_slot(key.encode() if isinstance(key, str) else key))
+# --- replicas of a cluster (start_cluster(replicas=...)) ---------------------------------
 
 
 def node_id(node: RedisServer) -> str:
@@ -589,86 +575,3 @@ def _knows_replica(node: RedisServer, replica: str, master: str) -> bool:
         if fields and fields[0] == replica:
             return "slave" in fields[2] and fields[3] == master
     return False
-
-
-@dataclass
-class SlotMigration:
-    """Moves hash ``slot`` of ``cluster`` to ``target`` the way ``redis-cli --cluster
-    reshard`` does, one step at a time, so a test can act in between.
-
-    ``begin()``: CLUSTER SETSLOT IMPORTING on the target, then MIGRATING on the source
-    (nothing moved yet); ``step()``: CLUSTER GETKEYSINSLOT and one MIGRATE of up to
-    ``keys_per_step`` keys; ``finish()``: SETSLOT NODE on the target, the source, then
-    every other primary. ``run()`` does it all, calling ``between`` after ``begin`` and
-    after each step. ``moved`` counts the keys moved, ``steps`` the MIGRATE calls.
-    """
-
-    cluster: RedisClusterServers
-    slot: int
-    target: RedisServer
-    keys_per_step: int = 10
-    timeout_ms: int = 5000
-    source: RedisServer | None = None
-    moved: int = 0
-    steps: int = 0
-
-    def begin(self) -> None:
-        """Mark the slot IMPORTING on the target and MIGRATING on the source."""
-        self.source = self.cluster.owner(self.slot)
-        if self.source.port == self.target.port:
-            raise IckError(f"slot {self.slot} is served by port {self.target.port} already")
-        with self.target.client() as c:
-            c.execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING",
-                              node_id(self.source))
-        with self.source.client() as c:
-            c.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING",
-                              node_id(self.target))
-
-    def keys_left(self) -> int:
-        """How many keys of the slot are still on the source."""
-        assert self.source is not None, "begin() first"
-        with self.source.client() as c:
-            return int(c.execute_command("CLUSTER", "COUNTKEYSINSLOT", self.slot))
-
-    def step(self) -> int:
-        """MIGRATE up to ``keys_per_step`` keys of the slot; returns how many (0: none left)."""
-        assert self.source is not None, "begin() first"
-        with self.source.client() as c:
-            keys = c.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, self.keys_per_step)
-            if keys:
-                c.execute_command("MIGRATE", self.target.host, self.target.port, "", 0,
-                                  self.timeout_ms, "KEYS", *keys)
-        self.moved += len(keys)
-        self.steps += bool(keys)
-        return len(keys)
-
-    def finish(self) -> None:
-        """Assign the slot to the target on the target, the source and every other primary
-        (call once ``step()`` returned 0)."""
-        assert self.source is not None, "begin() first"
-        target = node_id(self.target)
-        others = [n for n in self.cluster.primaries()
-                  if n.port not in (self.target.port, self.source.port)]
-        for node in [self.target, self.source, *others]:
-            with node.client() as c:
-                c.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", target)
-
-    def run(self, between: Callable[[SlotMigration], None] | None = None) -> int:
-        """begin, step until the slot is empty on the source, finish; returns keys moved."""
-        self.begin()
-        if between is not None:
-            between(self)
-        while self.step():
-            if between is not None:
-                between(self)
-        self.finish()
-        return self.moved
-
-
-def migrate_slot(cluster: RedisClusterServers, slot: int, target: RedisServer, *,
-                 keys_per_step: int = 10,
-                 between: Callable[[SlotMigration], None] | None = None) -> int:
-    """Move hash ``slot`` to ``target`` in MIGRATE steps of ``keys_per_step`` keys, as
-    ``redis-cli --cluster reshard`` does; ``between(migration)`` runs while the slot is
-    MIGRATING with nothing moved and after each step. Returns how many keys moved."""
-    return SlotMigration(cluster, slot, target, keys_per_step).run(between)
