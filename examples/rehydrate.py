@@ -1,4 +1,4 @@
-"""The delayed re-release loop (DESIGN §1): elements parked in a dehydrator come back into
+"""The delayed re-release loop (docs/design.md §1): elements parked in a dehydrator come back into
 an Ick as dirty members once they are due.
 
     python examples/rehydrate.py --dehydrator parked_docs --ick dirty_docs --shards 8

@@ -1,7 +1,8 @@
 -- rlog_commit: commit the reservations after the last committed one, through ARGV[1]
--- (stream reader, §4); idempotent. One call commits the reservations whose manifests
--- KEYS[5..] name, in order, while they hold at most ARGV[6] members together (by the
--- size:<r> fields; at least one): the caller calls again until the reply reaches ARGV[1].
+-- (stream reader, docs/design.md §4); idempotent. One call commits the reservations
+-- whose manifests KEYS[5..] name, in order, while they hold at most ARGV[6] members
+-- together (by the size:<r> fields; at least one): the caller calls again until the reply
+-- reaches ARGV[1].
 -- KEYS[1] cset, KEYS[2] rlog hash, KEYS[3] lease hash, KEYS[4] held hash,
 --   KEYS[5..] manifests of reservations ARGV[5] + 1, ARGV[5] + 2, ...
 -- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,

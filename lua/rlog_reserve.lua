@@ -1,6 +1,6 @@
 -- rlog_reserve: move the lowest members of the pset into a NEW numbered reservation
--- (stream reader, §4). One call moves at most ARGV[7] members (bounded work: a big
--- micro-batch is several reservations, made by several calls).
+-- (stream reader, docs/design.md §4). One call moves at most ARGV[7] members (bounded
+-- work: a big micro-batch is several reservations, made by several calls).
 -- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed,
 --   size:<r> of each open reservation r, repeated: the last reservation that holds a
 --   member an open one held already (one reader must fold them)}, KEYS[5] lease hash,
