@@ -1,5 +1,5 @@
 """How much one call of the connector may do: the bounds that keep every call within a few
-milliseconds of a shared Redis, whatever the batch (docs/design.md §4; the figures that
+milliseconds of a shared Redis, whatever the batch (docs/design.md §9; the figures that
 chose them, and the bench that measures them, are in docs/sizing.md). A big batch is many
 such calls, one after the other.
 """
