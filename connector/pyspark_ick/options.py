@@ -35,7 +35,8 @@ ICK_STREAM = "format('ick') readStream"
 DH_WRITE = "format('dehydrator') write"
 DH_STREAM = "format('dehydrator') readStream"
 USES = (ICK_WRITE, ICK_READ, ICK_STREAM, DH_WRITE, DH_STREAM)
-SPARKS_OWN = ("path", "paths", "checkpointlocation")  # set by Spark or its users, not ours
+# set by Spark or its users, not ours; a Declarative Pipelines sink flow passes queryName
+SPARKS_OWN = ("path", "paths", "checkpointlocation", "queryname")
 
 
 @dataclass(frozen=True)
