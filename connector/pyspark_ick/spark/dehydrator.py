@@ -38,8 +38,8 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     WriterCommitMessage,
 )
 from pyspark.sql.types import (
@@ -109,10 +109,9 @@ class DefaultSource(DataSource):
         require_options(self.options, FORMAT)  # a SQL table's OPTIONS never arrive
         return BatchWriter(prepare(self.options, schema, overwrite))
 
-    def streamWriter(self, schema: StructType, overwrite: bool
-                     ) -> DataSourceStreamArrowWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         require_options(self.options, FORMAT)
-        return StreamWriter(prepare(self.options, schema, overwrite))
+        return StreamWriter(prepare(self.options, schema, overwrite), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return stream_reader(self.options, schema)

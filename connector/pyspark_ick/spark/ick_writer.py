@@ -196,7 +196,7 @@ def stream_writer(options: Mapping[str, Any], schema: StructType, overwrite: boo
         )
     sink = plan(options, schema)
     prepare(sink, False)
-    return StreamWriter(sink)
+    return StreamWriter(sink, schema)
 
 
 # --- the tasks: Arrow batches to ickadd calls -------------------------------------------

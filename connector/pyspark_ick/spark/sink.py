@@ -19,11 +19,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from .compat import ARROW_STREAM_WRITER, StreamWriterBase, arrow_from_rows
 
 logger = logging.getLogger("pyspark_ick")
 
@@ -97,16 +96,18 @@ class BatchWriter(DataSourceArrowWriter):
                     self.plan.label, failed, len(messages), total, self.plan.replay)
 
 
-class StreamWriter(DataSourceStreamArrowWriter):
+class StreamWriter(StreamWriterBase):  # type: ignore[misc]
     """``df.writeStream.format(...)`` of a validated plan: a micro-batch replayed after a
     failure or a restart from the checkpoint writes the same rows again (``plan.replay``
-    says why that is harmless)."""
+    says why that is harmless). On pyspark 4.0, which has no streaming Arrow writer, it
+    gets Rows and makes Arrow batches of ``schema`` of them (compat.py)."""
 
-    def __init__(self, plan: SinkPlan) -> None:
-        self.plan = plan
+    def __init__(self, plan: SinkPlan, schema: StructType) -> None:
+        self.plan, self.schema = plan, schema
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_batches(self.plan, iterator)  # type: ignore[no-any-return]
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        batches = iterator if ARROW_STREAM_WRITER else arrow_from_rows(iterator, self.schema)
+        return write_batches(self.plan, batches)  # type: ignore[no-any-return]
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, _ = totals(self.plan, messages)

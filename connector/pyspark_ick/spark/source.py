@@ -41,6 +41,15 @@ redis.retryTimeout are ridden out by every call (retry.py); the heartbeat keeps 
 Protocol points, each a call of the documented no-op hook ``protocol_point``:
 after_reserve, before_read, during_read, before_commit (the crash tests kill there).
 
+Before pyspark 4.2 (compat.ADMISSION_CONTROL false) Spark calls ``latestOffset()`` with
+no start and no limit and never asks for a read limit: the reader then caps each batch
+itself at ``max_per_trigger`` and starts from the last offset Spark logged as far as it
+has seen (the ``end`` of the last ``partitions`` call, which Spark also makes with the
+latest offset of its log when a query restarts), else from what is committed (a new
+query). An offset it returned that Spark has not planned yet is returned again without
+reserving more. Trigger.AvailableNow there is Spark's fallback to one batch (see
+``latestOffset``).
+
 This module is Spark's adapter; the work is in leases.py (acquire, takeover, heartbeat,
 release), planning.py (shares, caps, partitions: pure functions), driver.py (the fenced
 reserve and commit of every shard) and ahead.py (the job ahead).
@@ -150,6 +159,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._state: Driver | None = None
         self._latest: Offset | None = None
         self._sizes: list[int] = []  # items per shard in the last latestOffset's ranges
+        self._logged: Offset | None = None  # the last end offset Spark planned
         self._ahead: Ahead | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -176,8 +186,11 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     # --- Spark's calls -----------------------------------------------------------------
 
+    def _committed(self) -> Offset:
+        return {str(i): log_.last_committed() for i, log_ in enumerate(self._driver())}
+
     def initialOffset(self) -> Offset:
-        offset = {str(i): log_.last_committed() for i, log_ in enumerate(self._driver())}
+        offset = self._committed()
         logger.debug("initialOffset %s", offset)
         return offset
 
@@ -190,7 +203,21 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         state.budget = [self.backlog(shard_log) for shard_log in state.logs]
         logger.debug("prepareForTriggerAvailableNow %s", state.budget)
 
-    def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
+    def latestOffset(self, start: Offset | None = None, limit: ReadLimit | None = None
+                     ) -> Offset:
+        """Reserve the next batch past ``start`` within ``limit``; its end offset.
+
+        Before pyspark 4.2 Spark passes neither (see the module docstring). There its
+        Trigger.AvailableNow falls back to a single batch, as Trigger.Once: one call of
+        this, one batch of at most ``max_per_trigger``, or only the replay of a batch the
+        checkpoint logged and did not commit.
+        """
+        if start is None or limit is None:
+            if self._latest is not None and self._latest != self._logged:
+                return self._latest  # not planned yet: no second batch ahead of Spark
+            if self._logged is None:
+                self._logged = self._committed()
+            start, limit = self._logged, self.getDefaultReadLimit()
         state = self._open()
         after = [int(start.get(str(i), 0)) for i in range(self.shards)]
         # Spark asks for batch N+1 only once batch N is done (its commit log written), so
@@ -243,6 +270,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         logger.debug("partitions %s %s", start, end)
+        self._logged = end
         protocol_point("before_read")
         known = end == self._latest and len(self._sizes) == self.shards
         return planning.partitions(
