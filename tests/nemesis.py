@@ -660,7 +660,8 @@ def classify(cause: str) -> str:
              ("XXKST", "XXKST (no cause message: the source runner died)"),
              ("killed by SIGKILL", "killed -9"), ("hung", "hung"),
              ("Py4J", "py4j (JVM gone)"), ("Connection refused", "py4j (JVM gone)"),
-             ("Answer from Java side is empty", "py4j (JVM gone)")]
+             ("Answer from Java side is empty", "py4j (JVM gone)"),
+             ("JAVA_GATEWAY_EXITED", "JVM died while starting")]
     for needle, name in rules:
         if needle in cause:
             return name
