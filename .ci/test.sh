@@ -9,6 +9,7 @@ command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
 fi
+. .ci/venv.sh  # outside a venv: .venv in the checkout (PEP 668)
 
 python3 -m pip install -q --disable-pip-version-check -e ".[dev]"
 
