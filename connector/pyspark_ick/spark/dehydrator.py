@@ -61,7 +61,7 @@ from ..errors import IckConfigError, IckError
 from ..ick import as_bytes
 from ..options import DH_STREAM, DH_WRITE, Options
 from .sink import BatchWriter, StreamWriter
-from .source import ReservationStreamReader
+from .source import ReservationStreamReader, StreamOptions
 from .tables import require_options
 
 FORMAT = "dehydrator"
@@ -323,33 +323,18 @@ def convert(batch: pa.RecordBatch, sink: DehydratorSink
 
 
 @dataclass(frozen=True)
-class SourceOptions:
+class SourceOptions(StreamOptions):
     """The options of readStream.format("dehydrator"), validated on the driver."""
 
-    connection: ConnectionSpec
     dehydrator: str
-    shards: int
-    max_per_trigger: int
-    consumer_id: str | None
-    lease_ms: int
-    binary: bool
-    min_per_partition: int
+    binary: bool  # elementType=binary
     binary_id: bool  # idType=binary
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
         o = Options(raw, FORMAT, DH_STREAM)
-        return cls(
-            connection=o.connection(),
-            dehydrator=o.get("dehydrator"),
-            shards=o.get("shards"),
-            max_per_trigger=o.get("maxElementsPerTrigger"),
-            consumer_id=o.get("consumerId"),
-            lease_ms=o.get("leaseTimeout"),
-            binary=element_type(o) == "binary",
-            min_per_partition=o.get("minElementsPerPartition"),
-            binary_id=id_type(o) == "binary",
-        )
+        return cls(**StreamOptions.common(o, "Elements"), dehydrator=o.get("dehydrator"),
+                   binary=element_type(o) == "binary", binary_id=id_type(o) == "binary")
 
     def target(self) -> Dehydrator:
         return Dehydrator(self.connection.client(), self.dehydrator, self.shards,
@@ -410,11 +395,7 @@ def _escaped(id: str) -> bool:
 class DehydratorStreamReader(ReservationStreamReader):
     """``spark.readStream.format("dehydrator")``: due elements, claimed per shard."""
 
-    def __init__(self, opts: SourceOptions) -> None:
-        super().__init__(shards=opts.shards, max_per_trigger=opts.max_per_trigger,
-                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id,
-                         min_per_partition=opts.min_per_partition)
-        self.opts = opts
+    opts: SourceOptions
 
     def prepare(self) -> None:
         self.opts.target().check_shards()
@@ -427,9 +408,6 @@ class DehydratorStreamReader(ReservationStreamReader):
               ) -> Iterator[pa.RecordBatch]:
         return claims_arrow(shard_log.read(start, end), shard, self.opts.binary,
                             f"{shard_log.label} (claims {start + 1}-{end})", self.opts.binary_id)
-
-    def backlog(self, shard_log: ClaimLog) -> int:
-        return shard_log.backlog()
 
 
 def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorStreamReader:

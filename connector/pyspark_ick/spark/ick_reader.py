@@ -43,14 +43,13 @@ from pyspark.sql.types import (
 )
 
 from ..columns import NotUtf8, utf8
-from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
 from ..ick import ShardedIck, text
 from ..keys import shard_names
 from ..observe import age, server_time
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
-from .source import ReservationStreamReader
+from .source import ReservationStreamReader, StreamOptions
 
 
 def member_type(binary: bool) -> DataType:
@@ -93,32 +92,18 @@ def options_binary(opts: Options) -> bool:
 
 
 @dataclass(frozen=True)
-class ReaderOptions:
+class ReaderOptions(StreamOptions):
     """The options of the ick readers, validated on the driver."""
 
-    connection: ConnectionSpec
     ick: str
-    shards: int
-    max_per_trigger: int
-    consumer_id: str | None
-    lease_ms: int
-    min_per_partition: int
     binary: bool  # memberType=binary
 
     @classmethod
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
         stream = Options(raw, "ick", ICK_STREAM)  # a batch read has no stream options
-        return cls(
-            connection=o.connection(),
-            ick=o.get("ick"),
-            shards=o.get("shards"),
-            max_per_trigger=stream.get("maxMembersPerTrigger"),
-            consumer_id=stream.get("consumerId"),
-            lease_ms=stream.get("leaseTimeout"),
-            min_per_partition=stream.get("minMembersPerPartition"),
-            binary=options_binary(o),
-        )
+        return cls(**StreamOptions.common(stream, "Members"), ick=o.get("ick"),
+                   binary=options_binary(o))
 
     def sharded(self) -> ShardedIck:
         return ShardedIck(self.connection.client(), self.ick, self.shards)
@@ -185,11 +170,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 class IckStreamReader(ReservationStreamReader):
     """``spark.readStream.format("ick")``."""
 
-    def __init__(self, opts: ReaderOptions) -> None:
-        super().__init__(shards=opts.shards, max_per_trigger=opts.max_per_trigger,
-                         lease_ms=opts.lease_ms, consumer_id=opts.consumer_id,
-                         min_per_partition=opts.min_per_partition)
-        self.opts = opts
+    opts: ReaderOptions
 
     def prepare(self) -> None:
         self.opts.sharded().check_shards()
@@ -214,9 +195,6 @@ class IckStreamReader(ReservationStreamReader):
               ) -> Iterator[pa.RecordBatch]:
         return arrow_batches(shard_log.read(start, end), shard, self.opts.binary,
                              self.opts.label(shard))
-
-    def backlog(self, shard_log: ReservationLog) -> int:
-        return shard_log.backlog()
 
 
 @dataclass(frozen=True)

@@ -63,14 +63,17 @@ import os
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from ..connection import ConnectionSpec
 from ..lease import Fence, Lease
 from ..numbered_log import Reserved
+from ..options import Options
 from . import planning
 from .ahead import Ahead
 from .compat import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -117,18 +120,41 @@ class ShardLog(Protocol):
     def commit(self, through: int, fence: Fence) -> int: ...
     def last_committed(self) -> int: ...
     def repeated(self) -> int: ...
+    def backlog(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """The options every stream source takes, validated on the driver (a source's own
+    options extend them)."""
+
+    connection: ConnectionSpec
+    shards: int
+    max_per_trigger: int
+    min_per_partition: int
+    consumer_id: str | None
+    lease_ms: int
+
+    @staticmethod
+    def common(o: Options, items: str) -> dict[str, Any]:
+        """The fields of StreamOptions from ``o``; ``items``: ``Members`` or ``Elements``
+        (options max<items>PerTrigger, min<items>PerPartition)."""
+        return {"connection": o.connection(), "shards": o.get("shards"),
+                "max_per_trigger": o.get(f"max{items}PerTrigger"),
+                "min_per_partition": o.get(f"min{items}PerPartition"),
+                "consumer_id": o.get("consumerId"), "lease_ms": o.get("leaseTimeout")}
 
 
 class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches as numbered reservations per shard, with leases and fencing."""
 
-    def __init__(self, *, shards: int, max_per_trigger: int, lease_ms: int,
-                 consumer_id: str | None, min_per_partition: int = 100_000) -> None:
-        self.shards = shards
-        self.max_per_trigger = max_per_trigger
-        self.min_per_partition = min_per_partition
-        self.lease_ms = lease_ms
-        self.consumer_id = consumer_id
+    def __init__(self, opts: StreamOptions) -> None:
+        self.opts = opts
+        self.shards = opts.shards
+        self.max_per_trigger = opts.max_per_trigger
+        self.min_per_partition = opts.min_per_partition
+        self.lease_ms = opts.lease_ms
+        self.consumer_id = opts.consumer_id
         self._reset()
 
     # --- what a source provides ------------------------------------------------------
@@ -142,9 +168,9 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
               ) -> Iterator[pa.RecordBatch]:
         """RecordBatches of reservations ``start < r <= end`` of ``shard_log`` (executors)."""
 
-    @abstractmethod
-    def backlog(self, shard_log: Any) -> int:
-        """Items waiting in the shard (not reserved yet)."""
+    def backlog(self, shard_log: ShardLog) -> int:
+        """Items that reserves would take now from the shard (the AvailableNow budget)."""
+        return shard_log.backlog()
 
     def prepare(self) -> None:
         """Checks run once on the driver before the first call (e.g. the shard count)."""
