@@ -1,4 +1,5 @@
-"""Sharding (docs/design.md §3): the shard function, routing, slots and nodes, the recorded count."""
+"""Sharding (docs/design.md §3): the shard function, routing, slots and nodes, the recorded
+count."""
 
 from __future__ import annotations
 

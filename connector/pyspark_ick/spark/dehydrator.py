@@ -1,4 +1,4 @@
-"""DataSource "dehydrator": batch and streaming sink, streaming source (DESIGN §6).
+"""DataSource "dehydrator": batch and streaming sink, streaming source (docs/design.md §6).
 
 Sink: columns ``element`` (string or binary), optional ``id`` (string, integer or binary:
 bytes parked as they are) and the
@@ -13,7 +13,7 @@ and due time (a retry then moves the due time to the retry's); ``error`` fails t
 on an id already parked (so a retried task fails too: use it to detect id clashes).
 
 Source: ``readStream.format("dehydrator")`` is the generic reservation stream of source.py
-(DESIGN §4) over the claim log of each shard (dehydrator.ClaimLog): ``latestOffset`` moves
+(docs/design.md §4) over the claim log of each shard (dehydrator.ClaimLog): ``latestOffset`` moves
 the due elements of each shard into a numbered claim (they leave the live store), ``read``
 returns the claims of the batch, ``commit`` deletes them; a crash replays exactly the
 claimed elements. Options ``dehydrator`` (required), ``shards``, ``maxElementsPerTrigger``

@@ -1,4 +1,4 @@
-"""The generic reservation-log stream reader (DESIGN §4), shared by the Ick and dehydrator
+"""The generic reservation-log stream reader (docs/design.md §4), shared by the Ick and dehydrator
 sources: micro-batches are numbered reservations (claims) per shard.
 
 A source subclasses ``ReservationStreamReader``: ``open_log(shard)`` returns the client
@@ -248,7 +248,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         after = [int(start.get(str(i), 0)) for i in range(self.shards)]
         # Spark asks for batch N+1 only once batch N is done (its commit log written), so
         # everything through `start` is acknowledged: commit it now rather than wait for
-        # commit(N), which Spark delays until the next non-empty batch (DESIGN §4). While
+        # commit(N), which Spark delays until the next non-empty batch (docs/design.md §4). While
         # a backlog drains, the background job commits it instead, after reserving ahead.
         ahead = self._finish_ahead(after)
         if ahead is None:
