@@ -197,4 +197,4 @@ def test_connection_errors_name_no_password():
     assert message.startswith("pyspark-ick: error: cannot reach Redis at redis://127.0.0.1:")
     assert "sekret" not in message
     bad = failed(cli("stats", "q", url="http://ops:sekret-pw@example.com/0"), 1)
-    assert "redis://, rediss:// or unix://" in bad and "sekret" not in bad
+    assert "redis://, rediss://, unix://, redis+sentinel://" in bad and "sekret" not in bad

@@ -16,6 +16,7 @@ from fault_proxy import FaultProxy
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from pyspark_ick import (
     IckConnectionError,
@@ -65,6 +66,13 @@ def reply_lost(proxy: FaultProxy) -> BaseException:
     return raised(client.ping)
 
 
+def no_sentinel_answers() -> BaseException:
+    """redis-py's error when every sentinel refuses the connection (closed ports)."""
+    sentinels = Sentinel([("127.0.0.1", free_port()), ("127.0.0.1", free_port())],
+                         sentinel_kwargs={"retry": Retry(NoBackoff(), 0)})
+    return raised(lambda: sentinels.discover_master("svc"))
+
+
 def cert_refused() -> BaseException:
     cause = ssl.SSLCertVerificationError(1, "certificate verify failed")
     error = redis.ConnectionError("Error connecting: certificate verify failed")
@@ -86,6 +94,14 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
         "Redis Cluster cannot be connected. Please provide at least one reachable node"),
      True, True),
     ("connection refused", lambda p: refused_port(), True, True),
+    # a Sentinel failover: no sentinel answers (each is skipped for the next by redis-py),
+    # the sentinels answer but no primary is up yet, a primary that was demoted answered
+    # READONLY (redis-py's Sentinel connection turns it into this ConnectionError)
+    ("Sentinel: no sentinel answers", lambda p: no_sentinel_answers(), True, True),
+    ("Sentinel: no primary up yet", lambda p: MasterNotFoundError(
+        "No master found for 'svc'"), True, True),
+    ("Sentinel: demoted primary", lambda p: redis.ConnectionError(
+        "The previous master is now a slave"), True, True),
     ("reset while connecting", reset_while_connecting, True, True),
     ("reply lost (timeout mid-call)", reply_lost, True, False),
     ("reset mid-call", lambda p: redis.ConnectionError(
@@ -97,6 +113,10 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
     ("NOPERM", lambda p: redis.exceptions.NoPermissionError("NOPERM no permissions"),
      False, False),
     ("certificate", lambda p: cert_refused(), False, False),
+    ("Sentinel: sentinel password refused", lambda p: MasterNotFoundError(
+        "No master found for 'svc' : <redis.client.Redis(<redis.connection.ConnectionPool("
+        "<redis.connection.Connection(host=127.0.0.1,port=5,db=0)>)>)> - AuthenticationError("
+        "'invalid username-password pair or user is disabled.')"), False, False),
     ("script error", lambda p: redis.ResponseError("ERR wrong number of arguments"),
      False, False),
     ("OOM", lambda p: redis.exceptions.OutOfMemoryError("OOM command not allowed"),

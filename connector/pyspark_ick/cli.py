@@ -8,7 +8,8 @@
     pyspark-ick dehydrator look|ttn|push|pull NAME ...
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
-for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA), ``--cluster``. Without
+for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA; ``redis+sentinel://h1,h2/SERVICE``
+for the primary that Sentinel names), ``--cluster``. Without
 ``--shards`` the count recorded in Redis is used. Exit codes: 0 done, 1 error (one line on
 stderr, never a traceback or a password), 2 bad usage, 3 not found (or deletion declined).
 """
@@ -25,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import redis
 
@@ -36,6 +36,7 @@ from .ick import ShardedIck, text
 from .keys import MAX_SHARDS, check_name, check_shards
 from .observe import peek, recorded_shards, server_time, stats
 from .options import parse_duration_ms
+from .urls import secrets
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
 
@@ -391,11 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
 def scrub(message: str, url: str) -> str:
     """``message`` without the password of ``url`` (belt and braces: errors never hold it)."""
     message = message.replace(url, redact(url))
-    try:
-        secret = urlsplit(url).password or ""
-    except ValueError:
-        secret = ""
-    for value in {secret, unquote(secret)} - {""}:
+    for value in secrets(url):  # the primary's and the sentinels' passwords
         message = message.replace(value, "***")
     return message
 

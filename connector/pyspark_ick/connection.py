@@ -1,5 +1,6 @@
-"""connect(): a Redis URL to a redis-py client, with cluster detection and retry; the
-client of a process for a ConnectionSpec (what Spark ships to executors)."""
+"""connect(): a Redis URL to a redis-py client, with cluster detection and retry (or, for a
+``redis+sentinel://`` URL, redis-py's Sentinel client of the service's primary); the client
+of a process for a ConnectionSpec (what Spark ships to executors)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,22 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from . import retry
 from .errors import IckConfigError
-from .redis_errors import connection_error, tls_hint, transient
+from .redis_errors import connection_error, permanent, tls_hint, transient, unknown_service
 from .retry import DEFAULT_RETRY_TIMEOUT
-from .urls import DEFAULT_URL, check_url, parse_cluster, redact, seeds, where
+from .urls import (
+    DEFAULT_URL,
+    check_url,
+    is_sentinel,
+    parse_cluster,
+    parse_sentinel,
+    redact,
+    seeds,
+    where,
+)
 
 Client: TypeAlias = Any
 """A redis-py client: ``redis.Redis`` or ``redis.RedisCluster`` (not a pipeline). Typed as
@@ -74,13 +85,15 @@ def connect(
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
     **kw: Any,
 ) -> redis.Redis | redis.RedisCluster:
-    """A redis-py client for ``url`` (``redis://``, ``rediss://`` for TLS, ``unix://``).
+    """A redis-py client for ``url`` (``redis://``, ``rediss://`` for TLS, ``unix://``,
+    ``redis+sentinel://h1:26379,h2:26379/SERVICE[/DB]`` and ``rediss+sentinel://``).
 
     ``url`` may list several seed nodes of a cluster: ``redis://h1:7000,h2:7000/0``.
     ``cluster``: ``"auto"`` asks the server whether it is a cluster node; true/false force
-    it. Transient errors (Redis restarting, loading, failing over) are retried with backoff
-    for ``retry_timeout`` seconds, here and by every call of the connector that uses the
-    client (pyspark_ick.retry); a refused password or certificate fails at once.
+    it (a Sentinel URL is never a cluster). Transient errors (Redis restarting, loading,
+    failing over) are retried with backoff for ``retry_timeout`` seconds, here and by every
+    call of the connector that uses the client (pyspark_ick.retry); a refused password or
+    certificate fails at once.
     Extra keyword arguments go to redis-py (``ssl_ca_certs=...``, ``decode_responses``).
     """
     check_url(url)
@@ -99,6 +112,14 @@ def connect(
         options["username"] = username
     if password is not None:
         options["password"] = password
+    if is_sentinel(url):
+        if mode == "yes":
+            raise IckConfigError(f"redis.url {redact(url)!r} is a Sentinel URL: its service "
+                                 "is a primary with replicas, not a Redis Cluster, but "
+                                 "redis.cluster is true")
+        primary = _connect_sentinel(url, options, timeout, retry_timeout)
+        retry.configure(primary, retry_timeout)
+        return primary
 
     def attempt() -> redis.Redis | redis.RedisCluster:
         found = _detect(nodes, options) if mode == "auto" else mode
@@ -120,6 +141,60 @@ def connect(
                              ) from None
     retry.configure(client, retry_timeout)
     return client
+
+
+def _connect_sentinel(url: str, options: dict[str, Any], timeout: float | None,
+                      retry_timeout: float) -> redis.Redis:
+    """The client of the primary of a Sentinel URL's service (redis-py's ``master_for``:
+    each new connection asks the sentinels, first to answer first, for the primary; a
+    READONLY from a demoted primary becomes a ConnectionError that sends it back to them).
+    A sentinel that does not answer is skipped for the next; errors that no retry cures
+    (an unknown service, a refused sentinel password) fail at once."""
+    target = parse_sentinel(url)
+    primary = redis.connection.parse_url(target.primary_url)
+    for key in ("host", "port", "connection_class"):
+        primary.pop(key, None)
+    if target.tls:
+        primary["ssl"] = True
+    settings = {**primary, **options}
+    quick = min(timeout or 2.0, 2.0)  # a sentinel that does not answer is skipped quickly
+    to_sentinels = {
+        "socket_timeout": min(timeout or 5.0, 5.0), "socket_connect_timeout": quick,
+        "retry": Retry(NoBackoff(), 0),
+        **{k: v for k, v in settings.items() if k.startswith("ssl")},
+        "username": target.sentinel_username, "password": target.sentinel_password,
+    }
+    manager = Sentinel(list(target.sentinels), sentinel_kwargs=to_sentinels, **settings)
+    client = manager.master_for(target.service)
+    unknown: list[Exception] = []
+
+    def final(exc: Exception) -> bool:  # the sentinels answer, and know no such service
+        if isinstance(exc, MasterNotFoundError) and not permanent(exc):
+            known = _services(manager)
+            if known and not any(target.service in names for names in known.values()):
+                unknown.append(unknown_service(url, target.service, known))
+                return True
+        return False
+
+    try:
+        retry.call(client.ping, retry_timeout, what=f"Redis at {where(url)}", final=final)
+    except redis.RedisError as exc:
+        client.close()
+        raise (unknown[-1] if unknown else connection_error(exc, url)) from exc
+    return client
+
+
+def _services(manager: Sentinel) -> dict[str, list[str]]:
+    """``{"host:port": [service names]}`` of the sentinels that answer SENTINEL MASTERS."""
+    known = {}
+    for sentinel in manager.sentinels:
+        kwargs = sentinel.connection_pool.connection_kwargs
+        try:
+            names = sentinel.sentinel_masters()
+        except redis.RedisError:
+            continue
+        known[f"{kwargs['host']}:{kwargs['port']}"] = sorted(map(str, names))
+    return known
 
 
 def _detect(nodes: list[str], options: dict[str, Any]) -> str:

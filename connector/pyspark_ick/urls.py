@@ -1,16 +1,21 @@
-"""Redis URLs: the schemes taken, seed nodes, and the forms safe to log."""
+"""Redis URLs: the schemes taken, seed nodes, Sentinel URLs, and the forms safe to log."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .errors import IckConfigError
 
 DEFAULT_URL = "redis://localhost:6379/0"
-SCHEMES = ("redis", "rediss", "unix")
-_SECRET_QUERY = re.compile(r"(?i)((?:^|&)password=)[^&]*")
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+SCHEMES = ("redis", "rediss", "unix", *SENTINEL_SCHEMES)
+SENTINEL_PORT = 26379
+SENTINEL_QUERY = ("sentinel_username", "sentinel_password")
+"""Query parameters of a Sentinel URL that go to the sentinels, not to the primary."""
+_SECRET_QUERY = re.compile(r"(?i)((?:^|&)(?:sentinel_)?password=)[^&]*")
 
 
 def redact(url: str) -> str:
@@ -34,20 +39,96 @@ def redact(url: str) -> str:
 
 
 def where(url: str) -> str:
-    """Scheme, host and port (or socket path) of ``url``, without credentials."""
+    """Scheme, host and port (or socket path) of ``url``, without credentials; a Sentinel
+    URL names every sentinel and the service."""
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix://{parts.path}"
+    if parts.scheme in SENTINEL_SCHEMES:
+        service = parts.path.strip("/").split("/")[0]
+        return (f"{parts.scheme}://" + ",".join(_host_port(s, SENTINEL_PORT) for s in seeds(url))
+                + f"/{service}")
     return f"{parts.scheme}://" + ",".join(_host_port(seed) for seed in seeds(url))
 
 
-def _host_port(url: str) -> str:
+def _host_port(url: str, default: int = 6379) -> str:
     parts = urlsplit(url)
     try:
-        port = str(parts.port or 6379)
+        port = str(parts.port or default)
     except ValueError:
         port = "?"
     return f"{parts.hostname}:{port}"
+
+
+def secrets(url: str) -> list[str]:
+    """The passwords written in ``url`` (userinfo, ``password`` and ``sentinel_password``
+    query parameters), as written and decoded: what must never be shown."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""]
+    except ValueError:
+        return []
+    found += [v for k, v in parse_qsl(parts.query) if k.lower().endswith("password")]
+    return sorted({v for value in found for v in (value, unquote(value))} - {""})
+
+
+def is_sentinel(url: str) -> bool:
+    """True for a ``redis+sentinel://`` or ``rediss+sentinel://`` URL."""
+    return urlsplit(url).scheme in SENTINEL_SCHEMES
+
+
+@dataclass(frozen=True)
+class SentinelURL:
+    """A parsed ``redis+sentinel://[user:password@]h1[:p1],h2[:p2]/SERVICE[/DB]?...``.
+
+    ``primary_url`` is the same URL as redis-py's ``redis://`` or ``rediss://`` form of
+    the primary's settings (user, password, db, query), without a host: redis-py's own
+    parser reads it; ``sentinel_username``/``sentinel_password`` authenticate to the
+    sentinels."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    tls: bool
+    primary_url: str = field(repr=False)
+    sentinel_username: str | None = None
+    sentinel_password: str | None = field(default=None, repr=False)
+
+
+def parse_sentinel(url: str) -> SentinelURL:
+    """The parts of a Sentinel URL; IckConfigError (password hidden) when it lacks a
+    sentinel or the service name, or a port or db is not a number."""
+    def bad(why: str) -> IckConfigError:
+        return IckConfigError(f"redis.url {redact(url)!r}: {why}; expected "
+                              "redis+sentinel://[user:password@]host1[:port1],host2[:port2]"
+                              "/SERVICE[/DB]")
+
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    sentinels = []
+    for host in filter(None, (h.strip() for h in hosts.split(","))):
+        name, colon, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not colon:
+            name, port = host, ""
+        if not port.isdigit() and port:
+            raise bad(f"sentinel port {port!r} is not a number")
+        sentinels.append((name.strip("[]"), int(port) if port else SENTINEL_PORT))
+    if not sentinels:
+        raise bad("no sentinel host")
+    path = [unquote(p) for p in parts.path.split("/") if p]
+    if not path or len(path) > 2:
+        raise bad("the path must be the service name, then optionally the db number")
+    db = path[1] if len(path) == 2 else "0"
+    if not db.isdigit():
+        raise bad(f"db {db!r} is not a number")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    sentinel = {k.lower(): v for k, v in query if k.lower() in SENTINEL_QUERY}
+    rest = urlencode([(k, v) for k, v in query if k.lower() not in SENTINEL_QUERY])
+    tls = parts.scheme == "rediss+sentinel"
+    primary = f"{'rediss' if tls else 'redis'}://{userinfo}{at}localhost/{db}" + (
+        f"?{rest}" if rest else "")
+    return SentinelURL(tuple(sentinels), path[0], tls, primary,
+                       sentinel.get("sentinel_username") or None,
+                       sentinel.get("sentinel_password") or None)
 
 
 def seeds(url: str) -> list[str]:
@@ -76,7 +157,11 @@ def parse_cluster(value: Any) -> str:
 
 def check_url(url: str) -> str:
     """``url`` if its scheme is one of SCHEMES, else IckConfigError (password hidden)."""
-    if urlsplit(url).scheme not in SCHEMES:
+    scheme = urlsplit(url).scheme
+    if scheme not in SCHEMES:
         raise IckConfigError(
-            f"redis.url must start with redis://, rediss:// or unix://, got {redact(url)!r}")
+            "redis.url must start with redis://, rediss://, unix://, redis+sentinel:// or "
+            f"rediss+sentinel://, got {redact(url)!r}")
+    if scheme in SENTINEL_SCHEMES:
+        parse_sentinel(url)
     return url

@@ -1,0 +1,245 @@
+"""Redis Sentinel (issue 25), with real processes: a primary, 2 replicas and 3 sentinels
+(``redis-server --sentinel``) from pyspark_ick.testing.start_sentinels.
+
+- the URL form (``redis+sentinel://``, ``rediss+sentinel://``), its redaction and errors;
+- connect(), the CLI and every Spark format through one sentinel URL (batch write and
+  snapshot read, the dehydrator sink and source);
+- the first sentinel of the URL down at start, sentinel auth, an unknown service, no
+  sentinel reachable, a wrong sentinel password: each says what to fix;
+- a stream query and a producer riding out kill -9 of the primary and SENTINEL FAILOVER.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from faults_support import Producer, Sink, check_deliveries, check_i1, drained, stream, wait_running
+
+from pyspark_ick import (
+    Dehydrator,
+    IckConfigError,
+    IckConnectionError,
+    ShardedIck,
+    connect,
+)
+from pyspark_ick.connection import ConnectionSpec
+from pyspark_ick.testing import SentinelSet, free_port, start_sentinels
+from pyspark_ick.urls import check_url, parse_sentinel, redact, secrets, where
+
+SECRET, SENTINEL_SECRET = "primary-secret-1", "sentinel-secret-2"
+RETRY = {"redis.retryTimeout": "30s", "leaseTimeout": "10s"}
+
+
+# --- the URL, without servers ------------------------------------------------------------
+
+
+def test_the_url_form_parses_redacts_and_names_every_sentinel():
+    url = (f"rediss+sentinel://app:{SECRET}@s1,s2:26380,s3:1/orders/2?ssl_ca_certs=/ca.pem"
+           f"&sentinel_username=watch&sentinel_password={SENTINEL_SECRET}")
+    assert check_url(url) == url
+    target = parse_sentinel(url)
+    assert target.sentinels == (("s1", 26379), ("s2", 26380), ("s3", 1))
+    assert (target.service, target.tls) == ("orders", True)
+    assert (target.sentinel_username, target.sentinel_password) == ("watch", SENTINEL_SECRET)
+    assert target.primary_url == f"rediss://app:{SECRET}@localhost/2?ssl_ca_certs=%2Fca.pem"
+    assert where(url) == "rediss+sentinel://s1:26379,s2:26380,s3:1/orders"
+    shown = redact(url)
+    assert SECRET not in shown and SENTINEL_SECRET not in shown
+    assert "app:***@" in shown and "sentinel_password=***" in shown
+    assert set(secrets(url)) == {SECRET, SENTINEL_SECRET}
+    spec = ConnectionSpec(url=url)
+    assert SECRET not in repr(spec) and pickle.loads(pickle.dumps(spec)) == spec
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("redis+sentinel://s1,s2/", "the path must be the service name"),
+    ("redis+sentinel:///orders", "no sentinel host"),
+    ("redis+sentinel://s1:port/orders", "sentinel port 'port' is not a number"),
+    ("redis+sentinel://s1/orders/zero", "db 'zero' is not a number"),
+])
+def test_a_malformed_sentinel_url_says_what_is_wrong(url, says):
+    with pytest.raises(IckConfigError, match=says) as info:
+        connect(url + f"?sentinel_password={SENTINEL_SECRET}")
+    assert "redis+sentinel://[user:password@]host1[:port1]" in str(info.value)
+    assert SENTINEL_SECRET not in str(info.value)
+
+
+# --- a healthy set: connect, CLI, Spark --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sentinels() -> Iterator[SentinelSet]:
+    """One Sentinel set for the tests that fail nothing over."""
+    found = start_sentinels(2, 3, service="calm")
+    yield found
+    found.stop()
+
+
+@pytest.fixture
+def calm(sentinels: SentinelSet) -> SentinelSet:
+    with sentinels.primary().client() as c:
+        c.flushall()
+    return sentinels
+
+
+def test_connect_reaches_the_primary_through_the_sentinels(calm):
+    client = connect(calm.sentinel_url(db=3))
+    ShardedIck(client, "q", 2).add({"a": 1.0, "b": 2.0})
+    with calm.primary().client(db=3) as c, calm.primary().client(db=0) as zero:
+        assert c.keys("q*") and not zero.keys("q*")  # db 3 of the URL
+    with pytest.raises(IckConfigError, match="not a Redis Cluster"):
+        connect(calm.url, cluster="true")
+
+
+def test_the_first_sentinel_of_the_url_down_at_start(calm):
+    down = f"127.0.0.1:{free_port()}"
+    url = calm.url.replace("redis+sentinel://", f"redis+sentinel://{down},")
+    started = time.monotonic()
+    client = connect(url, retry_timeout=5)
+    assert client.ping() and time.monotonic() - started < 3
+
+
+def test_an_unknown_service_names_it_and_the_sentinels_asked(calm):
+    url = calm.url.replace("/calm/", "/clam/")
+    started = time.monotonic()
+    with pytest.raises(IckConfigError) as info:
+        connect(url, retry_timeout=30)
+    assert time.monotonic() - started < 5  # not retried for redis.retryTimeout
+    message = str(info.value)
+    assert "know no service 'clam'" in message and "monitors 'calm'" in message
+    assert all(f"127.0.0.1:{s.port}" in message for s in calm.sentinels)
+
+
+def test_no_sentinel_reachable_names_them_all():
+    ports = [free_port() for _ in range(3)]
+    url = "redis+sentinel://" + ",".join(f"127.0.0.1:{p}" for p in ports) + "/calm"
+    with pytest.raises(IckConnectionError, match="no sentinel answered") as info:
+        connect(url + f"?sentinel_password={SENTINEL_SECRET}", retry_timeout=1)
+    assert all(f"127.0.0.1:{p}" in str(info.value) for p in ports)
+    assert SENTINEL_SECRET not in str(info.value)
+
+
+def test_the_cli_stats_through_a_sentinel_url(calm):
+    ShardedIck(connect(calm.url), "cli_q", 1).add({"a": 1.0, "b": 2.0})
+    done = subprocess.run([sys.executable, "-m", "pyspark_ick.cli", "--url", calm.url,
+                           "stats", "cli_q", "--json"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert '"queued": 2' in done.stdout
+
+
+def test_batch_write_snapshot_read_and_the_dehydrator_through_sentinel(spark, calm, tmp_path):
+    url = calm.url
+    df = spark.createDataFrame([(f"m{i}", float(i)) for i in range(50)], "member string, "
+                               "score double")
+    df.write.format("ick").option("redis.url", url).option("ick", "batch").option(
+        "shards", 2).mode("append").save()
+    read = spark.read.format("ick").option("redis.url", url).option("ick", "batch").option(
+        "shards", 2).load()
+    assert sorted(r.member for r in read.collect()) == sorted(f"m{i}" for i in range(50))
+
+    parked = spark.createDataFrame([(f"e{i}",) for i in range(20)], "element string")
+    parked.write.format("dehydrator").option("redis.url", url).option(
+        "dehydrator", "later").option("delay", "0ms").mode("append").save()
+    assert Dehydrator(connect(url), "later").size() == 20
+    sink = Sink()
+    query = stream(spark, "dehydrator", {"redis.url": url, "dehydrator": "later", **RETRY},
+                   sink, str(tmp_path / "ckpt"))
+    try:
+        wait_running(query, lambda: len(sink.values(1)) == 20, 60, "20 released elements")
+    finally:
+        query.stop()
+    assert sink.values(1) == {f"e{i}" for i in range(20)}
+
+
+# --- auth --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[SentinelSet]:
+    """A set whose data nodes and sentinels have passwords (1 replica, 1 sentinel)."""
+    found = start_sentinels(1, 1, service="guarded", password=SECRET,
+                            sentinel_password=SENTINEL_SECRET)
+    yield found
+    found.stop()
+
+
+def test_sentinel_auth(guarded):
+    client = connect(guarded.url)
+    assert client.ping()
+    for url, whose in [
+        (guarded.sentinel_url(sentinel_password="wrong-one"), "sentinel username or password"),
+        (guarded.url.replace(f"?sentinel_password={SENTINEL_SECRET}", ""),
+         "sentinel username or password"),
+        (guarded.sentinel_url(password="wrong-two"), "primary of service 'guarded'"),
+    ]:
+        started = time.monotonic()
+        with pytest.raises(IckConnectionError, match=whose) as info:
+            connect(url, retry_timeout=30)
+        assert time.monotonic() - started < 5, url  # not retried
+        for secret in (SECRET, SENTINEL_SECRET, "wrong-one", "wrong-two"):
+            assert secret not in str(info.value)
+    done = subprocess.run([sys.executable, "-m", "pyspark_ick.cli", "--url",
+                           guarded.sentinel_url(sentinel_password="wrong-one"), "stats", "x"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "sentinel_password" in done.stderr
+    assert "wrong-one" not in done.stderr and SECRET not in done.stderr
+
+
+# --- failovers mid-stream ----------------------------------------------------------------
+
+
+@pytest.fixture
+def doomed() -> Iterator[SentinelSet]:
+    """A Sentinel set of this test only (its primary is killed or failed over)."""
+    found = start_sentinels(2, 3, service="doomed")
+    yield found
+    found.stop()
+
+
+def stop_all(*things: Any) -> None:
+    for thing in things:
+        if hasattr(thing, "isActive"):
+            if thing.isActive:
+                thing.stop()
+        else:
+            thing.stop()
+
+
+@pytest.mark.parametrize("how", ["kill -9", "SENTINEL FAILOVER"])
+def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, how):
+    ick, shards, url = "failover", 2, doomed.url
+    producer = Producer(connect(url, timeout=2, retry_timeout=0), ick, shards)
+    sink = Sink()
+    query = stream(spark, "ick", {"redis.url": url, "ick": ick, "shards": shards,
+                                  "maxMembersPerTrigger": 40, **RETRY},
+                   sink, str(tmp_path / "ckpt"))
+    try:
+        producer.start()
+        wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
+        producer.stop()  # the replicas catch up, then the primary goes
+        doomed.wait_replicated()
+        started = time.monotonic()
+        promoted = doomed.kill_primary() if how == "kill -9" else doomed.failover()
+        failed_over = time.monotonic() - started
+        after = Producer(producer.client, ick, shards)
+        after.start()
+        back = time.monotonic()
+        wait_running(query, lambda: after.acked_since(back) >= 60
+                     and sink.batches_since(back) >= 3, 60, "adds and batches after failover")
+        after.stop()
+        wait_running(query, lambda: drained(connect(url), ick, shards), 60, "the drain")
+        assert query.exception() is None
+    finally:
+        stop_all(producer, query)
+    check_deliveries(sink)
+    delivered = check_i1(producer.adds + after.adds, sink, ick)
+    print(f"{how}: promoted {promoted.port} in {failed_over:.1f} s, first batch "
+          f"{sink.first_since(back):.1f} s later; {delivered} adds delivered, "
+          f"{len(after.errors)} refused while failing over")
