@@ -54,30 +54,35 @@ def timeout_of(client: Any) -> float:
 
 
 def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
-         what: str = "Redis", final: Callable[[Exception], bool] | None = None) -> T:
+         what: str = "Redis", final: Callable[[Exception], bool] | None = None,
+         error: Exception | None = None, started: float | None = None) -> T:
     """``fn()``, retried on transient errors for up to ``timeout`` seconds.
 
     Backoff: exponential from 50 ms to 2 s, full jitter. With ``replay_safe=False`` only
     errors that prove the command did not run are retried; ``final(error)`` true: not
-    retried either.
+    retried either. ``error``: the first attempt was made already (at ``started``, by
+    ``time.monotonic``; by the caller's fast path or pipeline) and raised it.
     """
-    deadline = time.monotonic() + timeout
+    deadline = (time.monotonic() if started is None else started) + timeout
     attempt = 0
     while True:
-        try:
-            result = fn()
-        except Exception as exc:
-            retry = retryable(exc, replay_safe) and not (final and final(exc))
-            left = deadline - time.monotonic()
-            if not retry or left <= 0:
-                raise
-            if attempt == 0:
-                logger.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
-                               what, type(exc).__name__, str(exc).lstrip("-"), left)
-            pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** attempt))
-            time.sleep(min(max(pause, 0.01), left))
-            attempt += 1
-            continue
-        if attempt:
-            logger.warning("%s: answered again after %d attempts", what, attempt + 1)
-        return result
+        if error is None:
+            try:
+                result = fn()
+            except Exception as exc:  # noqa: BLE001 (raised below unless retried)
+                error = exc
+            else:
+                if attempt:
+                    logger.warning("%s: answered again after %d attempts", what, attempt + 1)
+                return result
+        retry = retryable(error, replay_safe) and not (final and final(error))
+        left = deadline - time.monotonic()
+        if not retry or left <= 0:
+            raise error
+        if attempt == 0:
+            logger.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
+                           what, type(error).__name__, str(error).lstrip("-"), left)
+        pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** attempt))
+        time.sleep(min(max(pause, 0.01), left))
+        attempt += 1
+        error = None
