@@ -1,19 +1,24 @@
-"""Decodes the rows argument of the bulk scripts (scripts.pack_strings) for the tests."""
+"""Decodes the rows argument of the bulk scripts for the tests: the Spark sinks' layout
+(scripts.pack_strings, built by columns.py) and the plain client's (scripts.pack_values)
+are the same msgpack array of strings with different heads."""
 
 from __future__ import annotations
 
 import struct
 
+import msgpack
+
 
 def decode_rows(packed: bytes, width: int) -> list[tuple[bytes, ...]]:
-    """A msgpack array 32 of str 32 values, as rows of ``width`` values."""
-    tag, count = struct.unpack_from(">BI", packed)
-    assert tag == 0xDD and count % width == 0
-    values, at = [], 5
-    for _ in range(count):
-        tag, size = struct.unpack_from(">BI", packed, at)
-        assert tag == 0xDB
-        values.append(packed[at + 5:at + 5 + size])
-        at += 5 + size
-    assert at == len(packed)
-    return [tuple(values[i:i + width]) for i in range(0, count, width)]
+    """A msgpack array of strings (any heads msgpack has for them), as rows of ``width``
+    values; the str 32 layout of pack_strings checked byte by byte."""
+    values = msgpack.unpackb(packed, raw=True)
+    assert isinstance(values, list) and all(type(v) is bytes for v in values)
+    assert len(values) % width == 0
+    if packed[0] == 0xDD:  # pack_strings: array 32 of str 32, nothing else
+        at = 5
+        for value in values:
+            assert struct.unpack_from(">BI", packed, at) == (0xDB, len(value))
+            at += 5 + len(value)
+        assert at == len(packed)
+    return [tuple(values[i:i + width]) for i in range(0, len(values), width)]

@@ -1,6 +1,8 @@
 """Arrow columns to the rows arguments of the bulk scripts (``scripts.pack_strings``): the
-Spark sinks' fast path (needs numpy and pyarrow; the plain client packs row by row and
-needs neither); and Redis strings to string columns for the readers."""
+Spark sinks' fast path (needs numpy and pyarrow; the plain client packs Python values
+with msgpack, ``scripts.pack_values``, and needs neither). Built column-wise by Arrow, it
+is about 4x faster on an Arrow batch than ``to_pylist`` and msgpack (docs/sizing.md);
+and Redis strings to string columns for the readers."""
 
 from __future__ import annotations
 
@@ -78,7 +80,8 @@ def pack_pairs(members: pa.Array, scores: pa.Array, chunk: int) -> list[bytes]:
     """ickadd's arguments (``ick.pack_pairs`` for columns), ``chunk`` members each; Arrow
     writes each score's shortest exact text, ZADD parses it.
 
-    ``members``: string or binary; ``scores``: float64, finite; no nulls.
+    ``members``: string or binary; ``scores``: float64, not NaN (Arrow spells the
+    infinities ``inf`` and ``-inf``, as ZADD takes them); no nulls.
     """
     return pack_columns([pc.cast(scores, pa.string()), members], chunk)
 

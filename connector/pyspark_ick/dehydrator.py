@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cached_property
+from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from . import bounds, scripts
+from . import bounds, replication, scripts
 from .connection import Client
 from .errors import IckConfigError, ShardCountError
-from .ick import as_bytes, check_client, number_text, register, text, unregister
+from .ick import TEXTS, as_bytes, check_client, number_text, register, text, unregister
 from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
 from .numbered_log import NumberedLog
 
@@ -38,16 +40,31 @@ Clock = Callable[[], int]
 
 def pack_plain(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float],
                chunk: int = bounds.DEHYDRATOR_CHUNK) -> list[bytes]:
-    """dh_push's rows arguments (``scripts.pack_strings``: time, id, element per row),
-    ``chunk`` rows each (the plain client's path: no numpy or pyarrow; the Spark sink
-    packs Arrow columns with columns.pack_rows)."""
-    out = []
+    """dh_push's rows arguments (time, id, element per row), ``chunk`` rows each (the
+    plain client's path: no numpy or pyarrow; the Spark sink packs Arrow columns with
+    columns.pack_rows). ``times``: finite numbers (``check_times``)."""
+    return list(plain_chunks(ids, elements, times, chunk))
+
+
+def plain_chunks(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float],
+                 chunk: int) -> Iterator[bytes]:
+    """``pack_plain``, each argument packed as it is taken (so the next is packed while
+    Redis runs the one before): ``scripts.pack_values``, msgpack's C packer, which takes
+    str and bytes as they are."""
     for first in range(0, len(ids), chunk):
-        values: list[bytes] = []
-        for i in range(first, min(first + chunk, len(ids))):
-            values += (number_text(times[i]), as_bytes(ids[i]), as_bytes(elements[i]))
-        out.append(scripts.pack_strings(values))
-    return out
+        last = min(first + chunk, len(ids))
+        values: list[Any] = [None] * (3 * (last - first))
+        values[::3] = [number_text(t) for t in times[first:last]]
+        values[1::3] = plain(ids[first:last])
+        values[2::3] = plain(elements[first:last])
+        yield scripts.pack_values(values)
+
+
+def plain(values: Sequence[Any]) -> list[Any]:
+    """``values`` as str or bytes (``as_bytes`` for other types)."""
+    if set(map(type, values)) <= TEXTS:
+        return list(values)
+    return [v if type(v) in TEXTS else as_bytes(v) for v in values]
 
 
 def new_id() -> str:
@@ -58,10 +75,10 @@ def new_id() -> str:
 def check_times(times: Sequence[Any]) -> list[float]:
     """``times`` as floats; IckConfigError unless each is a finite number."""
     try:
-        out = [float(t) for t in times]
+        out = list(map(float, times))
     except (TypeError, ValueError) as exc:
         raise IckConfigError(f"times must be numbers of milliseconds: {exc}") from None
-    if any(t - t != 0 for t in out):
+    if not all(map(isfinite, out)):
         raise IckConfigError("times must be finite numbers of milliseconds")
     return out
 
@@ -97,7 +114,7 @@ class Dehydrator:
     def __repr__(self) -> str:
         return f"Dehydrator({self.name!r}, shards={self.shards})"
 
-    @property
+    @cached_property
     def label(self) -> str:
         """Names this dehydrator in errors."""
         return f"dehydrator {self.name!r}"
@@ -158,13 +175,15 @@ class Dehydrator:
 
     def push(self, id: Any, element: str | bytes, ttl_ms: int) -> None:
         """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
-        key = text(id)  # one dh_push call straight away: park's grouping costs ~10 us a
-        # call, and even _push's 4 us (1.25x against 1.21x a raw EVALSHA, bench_calls)
-        row = pack_plain([key], [element], [check_ttl(ttl_ms)])[0]  # checks before Redis
+        # one dh_push call straight away: park's grouping costs ~10 us a call
+        key = id if type(id) in TEXTS else text(id)
+        row = scripts.pack_values([str(check_ttl(ttl_ms)), key,  # checked before Redis
+                                   element if type(element) in TEXTS else as_bytes(element)])
         self.check_shards()
-        scripts.run(self.client, "dh_push", self.keys_of(key).store,
-                    ["error", self._now(), "delay", row],
-                    what=self.label, replay_safe=False)  # a replay would find its own id
+        replication.write(self.client, lambda c: scripts.run(
+            c, "dh_push", self._keys[0].store if self.shards == 1 else self.keys_of(key).store,
+            ["error", self._now(), "delay", row], what=self.label,
+            replay_safe=False), what=self.label, replay_safe=False)  # a replay finds its id
 
     def gidpush(self, element: str | bytes, ttl_ms: int) -> str:
         """Park ``element`` for ``ttl_ms`` ms under a new random id (32 hex digits);
@@ -198,7 +217,7 @@ class Dehydrator:
             group[1].append(element)
             group[2].append(stamp)
         chunk = min(chunk, bounds.ITEMS_PER_CALL)
-        return self._push({shard: pack_plain(*rows, chunk) for shard, rows in groups.items()},
+        return self._push({shard: plain_chunks(*rows, chunk) for shard, rows in groups.items()},
                           at, on_duplicate)
 
     def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
@@ -214,16 +233,20 @@ class Dehydrator:
         return self._push({shard: pack_rows(*rows, chunk) for shard, rows in split_rows(
             ids, elements, times, self.shards).items()}, at, on_duplicate)
 
-    def _push(self, packed: dict[int, list[bytes]], at: bool, on_duplicate: str
+    def _push(self, packed: dict[int, Iterable[bytes]], at: bool, on_duplicate: str
               ) -> tuple[int, int]:
-        """dh_push the packed arguments of each shard, a call each; (new, existing)."""
+        """dh_push the packed arguments of each shard, a call each (taken one by one: each
+        packed while Redis runs the one before); (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
-        calls: list[scripts.Call] = [("dh_push", self._keys[shard].store, [*head, arg])
-                             for shard, args in packed.items() for arg in args]
-        replies = scripts.run_many(self.client, calls, what=self.label,  # "error" on a replay
-                           replay_safe=on_duplicate != "error")  # would find its own ids
-        return (sum(int(r[0]) for r in replies), sum(int(r[1]) for r in replies))
+        calls = (("dh_push", self._keys[shard].store, [*head, arg])
+                 for shard, args in packed.items() for arg in args)
+        kept = list(calls) if replication.waits(self.client) else calls  # may run again
+        safe = on_duplicate != "error"  # "error" on a replay finds its own ids
+        replies = replication.write(self.client, lambda c: scripts.run_many(
+            c, kept, what=self.label, replay_safe=safe), what=self.label, replay_safe=safe)
+        return (sum(int(r[0]) for r in replies if r is not None),
+                sum(int(r[1]) for r in replies if r is not None))
 
     def pull(self, id: Any) -> Any:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cached_property, partial
+from math import isnan
 from typing import Any
 
 import redis
 import redis.cluster
 
-from . import bounds, scripts
+from . import bounds, replication, scripts
 from .connection import Client
 from .errors import IckConfigError, IckScriptError, ShardCountError
 from .keys import (
@@ -53,35 +54,77 @@ def as_bytes(value: Any) -> bytes:
 
 def pairs(flat: Sequence[Any]) -> Pairs:
     """``[m1, s1, m2, s2, ...]`` -> ``[(m1, s1), ...]`` with str members, float scores."""
-    return [(text(flat[i]), float(flat[i + 1])) for i in range(0, len(flat), 2)]
+    return list(zip(map(text, flat[::2]), map(float, flat[1::2]), strict=True))
 
 
-def pack_pairs(members: Sequence[Any], scores: Sequence[float]) -> bytes:
-    """ickadd's one argument (``scripts.pack_strings``): score then member, per member,
-    the scores in Python's float syntax.
+NUMBERS = frozenset({float, int})  # scores converted by float() in C, no check of each
+TEXTS = frozenset({str, bytes})  # members packed as they are (str: UTF-8, surrogate escapes)
 
-    It costs Redis 24% less time per member than the struct layout with double scores it
-    replaced (measured side by side then; bench/bench_calls.py reports ickadd against ZADD
-    LT): no Lua loop parses it and ZADD parses the scores' text as it parses a client's.
-    """
+
+def check_pairs(members: Sequence[Any], scores: Sequence[Any]
+                ) -> tuple[list[str | bytes], list[float]]:
+    """Members as str or bytes and scores as floats, checked before anything reaches
+    Redis: IckConfigError for a None member, or a score that is not a number or is NaN.
+    Infinite scores are kept: ZADD takes them (``inf``, ``-inf``), as the gem's ickadd
+    does. Members and scores of the common types are checked in C (map), not per pair."""
     if len(members) != len(scores):
         raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
-    values: list[bytes] = []
-    member: Any = None
-    score: Any = None
+    floats: list[float] | None = None
+    if set(map(type, scores)) <= NUMBERS:
+        try:
+            floats = list(map(float, scores))
+        except OverflowError:  # an int beyond a double: named below
+            floats = None
+    if floats is None or any(map(isnan, floats)):
+        floats = [score_of(m, s) for m, s in zip(members, scores, strict=True)]
+    texts = members if type(members) is list else list(members)
+    if not set(map(type, texts)) <= TEXTS:
+        texts = [member_of(m) for m in texts]
+    return texts, floats
+
+
+def score_of(member: Any, score: Any) -> float:
+    """``score`` as a float; IckConfigError naming ``member`` unless it is a number, not NaN."""
     try:
-        for member, score in zip(members, scores, strict=True):
-            if member is None:
-                raise IckConfigError("a member must not be None (it would be stored as "
-                                     "the text 'None')")
-            values += (number_text(score), as_bytes(member))
-    except IckConfigError:
-        raise
+        if isinstance(score, str | bytes):
+            raise TypeError(score)
+        value = float(score)
+        if value != value:
+            raise ValueError(score)
     except (TypeError, ValueError, ArithmeticError) as exc:
         raise IckConfigError(
-            f"the score of member {member!r} must be a number (finite), got {score!r}"
+            f"the score of member {member!r} must be a number (not NaN), got {score!r}"
         ) from exc
-    return scripts.pack_strings(values)
+    return value
+
+
+def member_of(member: Any) -> str | bytes:
+    """A member as str or bytes (``as_bytes``); IckConfigError for None."""
+    if member is None:
+        raise IckConfigError("a member must not be None (it would be stored as the text "
+                             "'None')")
+    return member if type(member) in TEXTS else as_bytes(member)
+
+
+def pack_checked(members: Sequence[str | bytes], scores: Sequence[float]) -> bytes:
+    """ickadd's one argument for checked pairs (``check_pairs``): score then member, per
+    member, a msgpack array of strings (``scripts.pack_values``: faster than
+    ``pack_strings`` for Python values), the scores in Python's float syntax (``repr``:
+    exact and shortest; ``inf``, ``-inf`` as ZADD spells them).
+
+    It costs Redis 24% less time per member than the struct layout with double scores it
+    replaced (docs/sizing.md): no Lua loop parses it and ZADD parses the scores' text as
+    it parses a client's.
+    """
+    values: list[Any] = [None] * (2 * len(scores))
+    values[::2] = map(float.__repr__, scores)
+    values[1::2] = members
+    return scripts.pack_values(values)
+
+
+def pack_pairs(members: Sequence[Any], scores: Sequence[Any]) -> bytes:
+    """ickadd's one argument for ``members`` and ``scores`` (checked: ``check_pairs``)."""
+    return pack_checked(*check_pairs(members, scores))
 
 
 def number_text(value: Any) -> bytes:
@@ -92,15 +135,27 @@ def number_text(value: Any) -> bytes:
     return repr(float(value)).encode()
 
 
+def check_chunk(chunk: Any) -> int:
+    """``chunk`` if it is a positive integer, at most ``bounds.ITEMS_PER_CALL``."""
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
+    return min(chunk, bounds.ITEMS_PER_CALL)
+
+
+def packed_chunks(members: Sequence[str | bytes], scores: Sequence[float], chunk: int
+                  ) -> Iterator[bytes]:
+    """The ickadd arguments of checked pairs, ``chunk`` members each, packed one by one
+    as they are taken (so the next is packed while Redis runs the one before)."""
+    for i in range(0, len(members), chunk):
+        yield pack_checked(members[i:i + chunk], scores[i:i + chunk])
+
+
 def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
                 ) -> list[bytes]:
     """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each (at
     most ``bounds.ITEMS_PER_CALL``: no call holds Redis long)."""
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
-    chunk = min(chunk, bounds.ITEMS_PER_CALL)
-    return [pack_pairs(members[i:i + chunk], scores[i:i + chunk])
-            for i in range(0, len(members), chunk)]
+    chunk = check_chunk(chunk)
+    return list(packed_chunks(*check_pairs(members, scores), chunk))
 
 
 def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence[float],
@@ -113,9 +168,16 @@ def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence
     return len(calls)
 
 
-def add_calls(keys: IckKeys, packed: Sequence[bytes]) -> list[scripts.Call]:
+def add_calls(keys: IckKeys, packed: Iterable[bytes]) -> list[scripts.Call]:
     """One ickadd call per packed argument (``pack_chunks``, ``columns.pack_pairs``)."""
-    return [("ickadd", keys.base, [arg]) for arg in packed]
+    base = keys.base
+    return [("ickadd", base, [arg]) for arg in packed]
+
+
+def lazy_add_calls(keys: IckKeys, packed: Iterable[bytes]) -> Iterator[scripts.Call]:
+    """``add_calls`` as they are taken (``packed`` may be packing them lazily)."""
+    base = keys.base
+    return (("ickadd", base, [arg]) for arg in packed)
 
 
 def add_now_calls(keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK
@@ -178,6 +240,7 @@ class Ick:
     def __init__(self, client: Client, key: str) -> None:
         self.client = check_client(client)
         self.keys = IckKeys(check_name(key))
+        self._base = self.keys.base  # the KEYS of every call, built once
 
     @property
     def key(self) -> str:
@@ -186,7 +249,7 @@ class Ick:
     def __repr__(self) -> str:
         return f"Ick({self.key!r})"
 
-    @property
+    @cached_property
     def label(self) -> str:
         """Names this Ick in errors."""
         return f"Ick {self.key!r}"
@@ -194,14 +257,30 @@ class Ick:
     def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add members with scores; a member already queued keeps the lower score.
 
-        ickadd calls of ``chunk`` members, one after the other (scripts.run_many). Returns
-        (new, changed): members new to the pset, members whose score went down.
+        ickadd calls of ``chunk`` members, each packed while Redis runs the one before
+        (scripts.run_many). Scores may be -inf or +inf (as ZADD and the gem take them),
+        never NaN; every score is checked before the first call. Returns (new, changed):
+        members new to the pset, members whose score went down.
         """
         if not mapping:
             return (0, 0)
-        packed = pack_chunks(list(mapping), list(mapping.values()), chunk)  # checks scores
-        replies = scripts.run_many(self.client, add_calls(self.keys, packed), what=self.label)
-        return sum_adds(replies)
+        chunk = check_chunk(chunk)
+        if len(mapping) == 1:  # one call, and the shortest path to it (bench_calls.py)
+            ((member, score),) = mapping.items()
+            if type(score) is not float or score != score:
+                score = score_of(member, score)
+            arg = scripts.pack_values([float.__repr__(score), member if type(member) in TEXTS
+                                       else member_of(member)])
+        else:
+            members, scores = check_pairs(list(mapping), list(mapping.values()))
+            if len(members) > chunk:
+                return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
+                    c, lazy_add_calls(self.keys, packed_chunks(members, scores, chunk)),
+                    what=self.label), what=self.label))
+            arg = pack_checked(members, scores)
+        reply = replication.write(self.client, lambda c: scripts.run(
+            c, "ickadd", self._base, [arg], what=self.label), what=self.label)
+        return int(reply[0]), int(reply[1])
 
     def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
         """Commit ``commit``, optionally fold the cset back (backwash), then reserve ``n``.
@@ -211,13 +290,9 @@ class Ick:
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise IckConfigError(f"n must be an integer >= 0 (members to reserve), got {n!r}")
-        reply = scripts.run(
-            self.client,
-            "ickexchange",
-            self.keys.base,
-            [int(n), "1" if backwash else "0", *(as_bytes(m) for m in commit)],
-            what=self.label,
-        )
+        reply = scripts.run(self.client, "ickexchange", self._base,
+                            [int(n), "1" if backwash else "0", *map(as_bytes, commit)],
+                            what=self.label)
         return pairs(reply[1])
 
     def reserve(self, n: int) -> Pairs:
@@ -228,7 +303,10 @@ class Ick:
         a shared Redis keep ``n`` near ``bounds.ITEMS_PER_CALL``; the stream reader makes
         big batches of many bounded calls.
         """
-        return self.exchange(n)
+        if type(n) is not int or n < 0:
+            return self.exchange(n)  # which refuses it
+        return pairs(scripts.run(self.client, "ickexchange", self._base, [n, "0"],
+                                 what=self.label)[1])
 
     def commit(self, *members: Any) -> int:
         """Remove ``members`` from the cset (never the pset); returns how many were removed.
@@ -237,8 +315,8 @@ class Ick:
         harmless, so a big commit need not be one call).
         """
         step = bounds.ITEMS_PER_CALL
-        return sum(int(scripts.run(self.client, "ickexchange", self.keys.base,
-                                   [0, "0", *(as_bytes(m) for m in members[i:i + step])],
+        return sum(int(scripts.run(self.client, "ickexchange", self._base,
+                                   [0, "0", *map(as_bytes, members[i:i + step])],
                                    what=self.label)[0])
                    for i in range(0, len(members), step))
 
@@ -307,7 +385,7 @@ class ShardedIck:
     def __repr__(self) -> str:
         return f"ShardedIck({self.name!r}, shards={self.shards})"
 
-    @property
+    @cached_property
     def label(self) -> str:
         """Names this logical Ick in errors."""
         return f"Ick {self.name!r}"
@@ -373,47 +451,54 @@ class ShardedIck:
                             f"{self.shards}: its producers used another shard count")
 
     def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
-        """Add members to their shards in bounded ickadd calls; returns (new, changed)."""
-        return self.add_pairs([text(m) for m in mapping], list(mapping.values()), chunk)
+        """Add members to their shards in bounded ickadd calls; returns (new, changed).
+        Scores may be -inf or +inf, never NaN (``Ick.add``)."""
+        return self.add_pairs(list(mapping), list(mapping.values()), chunk)
 
-    def add_pairs(self, members: Sequence[str], scores: Sequence[float],
+    def add_pairs(self, members: Sequence[Any], scores: Sequence[float],
                   chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
-        """Add ``members[i]`` with ``scores[i]`` in bounded calls; returns (new, changed)."""
-        if len(members) != len(scores):
-            raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
-        if not members:
+        """Add ``members[i]`` with ``scores[i]`` in bounded calls, each packed while Redis
+        runs the one before; every score is checked before Redis is touched. Returns
+        (new, changed)."""
+        texts, floats = check_pairs(members, scores)
+        chunk = check_chunk(chunk)
+        if not texts:
             return (0, 0)
-        packed = {i: pack_chunks(ms, ss, chunk)  # checks scores before touching Redis
-                  for i, (ms, ss) in self.group(members, scores).items()}
+        groups = self.group(texts, floats)
         self.check_shards()
-        return self.add_packed(packed)
+        return sum_adds(replication.write(self.client, lambda c: scripts.run_many(c, (
+            call for i, (ms, ss) in groups.items()
+            for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))),
+            what=self.label), what=self.label))
 
     def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
                    chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
 
-        Scores ``None``: Redis server time at the add. One round trip; returns (new, changed).
+        Scores ``None``: Redis server time at the add. Returns (new, changed).
         """
         self.check_shards()
         calls = [call for i, (ms, ss) in groups.items() for call in (
             add_now_calls(self._icks[i].keys, ms, chunk) if ss is None else
             add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk)))]
-        return sum_adds(scripts.run_many(self.client, calls, what=self.label))
+        return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
+            c, calls, what=self.label), what=self.label))
 
     def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
         """Add ickadd arguments already packed (``columns.pack_pairs``) per shard, a call
         each."""
         self.check_shards()
-        return sum_adds(scripts.run_many(
-            self.client, [call for i, packed in groups.items()
-                          for call in add_calls(self._icks[i].keys, packed)], what=self.label))
+        return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
+            c, [call for i, packed in groups.items()
+                for call in add_calls(self._icks[i].keys, packed)], what=self.label),
+            what=self.label))
 
-    def group(self, members: Sequence[str], scores: Sequence[float]
-              ) -> dict[int, tuple[list[str], list[float]]]:
+    def group(self, members: Sequence[str | bytes], scores: Sequence[float]
+              ) -> dict[int, tuple[list[str | bytes], list[float]]]:
         """Members and scores grouped by shard."""
         if self.shards == 1:
             return {0: (list(members), list(scores))}
-        groups: dict[int, tuple[list[str], list[float]]] = {}
+        groups: dict[int, tuple[list[str | bytes], list[float]]] = {}
         for member, score in zip(members, scores, strict=True):
             ms, ss = groups.setdefault(shard_of(member, self.shards), ([], []))
             ms.append(member)

@@ -245,9 +245,10 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
     scores = None
     if sink.score is not None:
         scores = score_seconds(batch.column(sink.score))
-        bad_score = pc.invert(pc.fill_null(pc.is_finite(scores), False))
+        # -inf and +inf are scores ZADD (and the gem's ickadd) take; null and NaN are not
+        bad_score = pc.fill_null(pc.is_nan(scores), True)
         if n := _count(bad_score):
-            problems.append(f"column {sink.score!r} has {n} null, NaN or infinite "
+            problems.append(f"column {sink.score!r} has {n} null or NaN "
                             f"value{'s' * (n != 1)}")
         bad = pc.or_(bad, bad_score)
     if not problems:
