@@ -1,17 +1,22 @@
 """The project's own fault tools, on top of pyspark_ick.testing's servers: a durable server
 (its AOF keeps every acknowledged write through ``kill()`` and ``restart()``), the hash slot
-of a key, and a hash slot moved step by step as ``redis-cli --cluster reshard`` does
-(``SlotMigration``, ``migrate_slot``)."""
+of a key, a hash slot moved step by step as ``redis-cli --cluster reshard`` does
+(``SlotMigration``, ``migrate_slot``), and writes that only a Sentinel set's primary has
+(``replicas_behind``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark_ick import IckError
 from pyspark_ick.testing import (
     RedisClusterServers,
     RedisServer,
+    SentinelSet,
     node_id,
     start_binary,
 )
@@ -111,3 +116,28 @@ def migrate_slot(cluster: RedisClusterServers, slot: int, target: RedisServer, *
     ``redis-cli --cluster reshard`` does; ``between(migration)`` runs while the slot is
     MIGRATING with nothing moved and after each step. Returns how many keys moved."""
     return SlotMigration(cluster, slot, target, keys_per_step).run(between)
+
+
+@contextmanager
+def replicas_behind(sentinels: SentinelSet, filler_mb: int = 24) -> Iterator[RedisServer]:
+    """Writes that reach only the primary, for the block (which kills it, say): the
+    replicas are stopped (SIGSTOP) and ``filler_mb`` MB written to the primary first fill
+    the sockets to them, so what the primary takes next stays in its own output buffers
+    and dies with it. The replicas go on (SIGCONT) at the end; keep the block under the
+    sentinels' down-after-milliseconds. Yields the primary."""
+    primary, replicas = sentinels.primary(), sentinels.replicas()
+    for replica in replicas:
+        assert replica.process is not None
+        os.kill(replica.process.pid, signal.SIGSTOP)
+    try:
+        with primary.client(socket_timeout=10) as c:
+            block = b"x" * (1 << 20)
+            pipe = c.pipeline(transaction=False)
+            for i in range(filler_mb):
+                pipe.set(f"filler:{i}", block)
+            pipe.execute()
+        yield primary
+    finally:
+        for replica in replicas:
+            assert replica.process is not None
+            os.kill(replica.process.pid, signal.SIGCONT)

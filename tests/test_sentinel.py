@@ -6,7 +6,10 @@
   snapshot read, the dehydrator sink and source);
 - the first sentinel of the URL down at start, sentinel auth, an unknown service, no
   sentinel reachable, a wrong sentinel password: each says what to fix;
-- a stream query and a producer riding out kill -9 of the primary and SENTINEL FAILOVER.
+- a stream query and a producer riding out kill -9 of the primary and SENTINEL FAILOVER;
+- redis.waitReplicas: a write returns once replicas have it, or fails naming the option;
+  kill -9 of a primary whose replicas lag loses acknowledged adds without it (the control)
+  and none with it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from faults_support import Producer, Sink, check_deliveries, check_i1, drained, stream, wait_running
+from faults_support import (
+    Loop,
+    Producer,
+    Sink,
+    check_deliveries,
+    check_i1,
+    drained,
+    stream,
+    wait_running,
+)
+from redis_faults import replicas_behind
 
 from pyspark_ick import (
     Dehydrator,
@@ -29,7 +42,8 @@ from pyspark_ick import (
     connect,
 )
 from pyspark_ick.connection import ConnectionSpec
-from pyspark_ick.testing import SentinelSet, free_port, start_sentinels
+from pyspark_ick.replication import ReplicationError
+from pyspark_ick.testing import SentinelSet, free_port, start_sentinels, wait_until
 from pyspark_ick.urls import check_url, parse_sentinel, redact, secrets, where
 
 SECRET, SENTINEL_SECRET = "primary-secret-1", "sentinel-secret-2"
@@ -243,3 +257,112 @@ def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, h
     print(f"{how}: promoted {promoted.port} in {failed_over:.1f} s, first batch "
           f"{sink.first_since(back):.1f} s later; {delivered} adds delivered, "
           f"{len(after.errors)} refused while failing over")
+
+
+# --- redis.waitReplicas ------------------------------------------------------------------
+
+
+def test_wait_replicas_confirms_or_fails_naming_the_option(spark, calm):
+    waited = connect(calm.url, wait_replicas=2, wait_timeout=2)
+    assert ShardedIck(waited, "w", 2).add({"a": 1.0, "b": 2.0}) == (2, 0)
+    assert Dehydrator(waited, "wd").park(["i"], ["e"], [0]) == (1, 0)
+    too_many = connect(calm.url, wait_replicas=3, wait_timeout=0.2)
+    with pytest.raises(ReplicationError,
+                       match=r"only 2 of the 3 replica\(s\).*redis\.waitReplicas"):
+        ShardedIck(too_many, "w", 2).add({"c": 1.0})
+    with pytest.raises(ReplicationError, match=r"redis\.waitTimeout"):
+        Dehydrator(too_many, "wd").push("j", "e", 0)
+    df = spark.createDataFrame([("m", 1.0)], "member string, score double")
+    with pytest.raises(Exception, match=r"redis\.waitReplicas"):
+        df.write.format("ick").option("redis.url", calm.url).option("ick", "w").option(
+            "shards", 2).option("redis.waitReplicas", 3).option(
+            "redis.waitTimeout", "200ms").mode("append").save()
+    df.write.format("ick").option("redis.url", calm.url).option("ick", "w").option(
+        "shards", 2).option("redis.waitReplicas", 2).mode("append").save()
+    with pytest.raises(Exception, match=r"'redis\.waitReplicas' is an option of"):
+        spark.read.format("ick").option("redis.url", calm.url).option("ick", "w").option(
+            "redis.waitReplicas", 1).load().collect()
+
+
+def test_wait_replicas_is_refused_on_a_cluster(cluster_url):
+    with pytest.raises(IckConfigError, match="not for Redis Cluster"):
+        connect(cluster_url, wait_replicas=1)
+
+
+class Adder(Loop):
+    """Adds a new member (``u0``, ``u1``, ...) per tick through the connector's
+    ShardedIck.add; ``acked`` maps each acknowledged member to its time.monotonic()."""
+
+    def __init__(self, client: Any, ick: str, shards: int, period: float = 0.01) -> None:
+        super().__init__(f"adder-{ick}", period)
+        self.sharded = ShardedIck(client, ick, shards)
+        self.acked: dict[str, float] = {}
+        self._next = 0
+
+    def tick(self) -> None:
+        member = f"u{self._next}"
+        self._next += 1
+        self.sharded.add({member: time.time()})
+        self.acked[member] = time.monotonic()
+
+    def acked_since(self, moment: float) -> int:
+        return sum(1 for at in list(self.acked.values()) if at > moment)
+
+
+def kill_with_replicas_behind(sentinels: SentinelSet, adder: Adder) -> tuple[float, int]:
+    """kill -9 of the primary while its replicas lag (replicas_behind), adds going on;
+    returns (seconds to the promotion, adds acknowledged while the replicas lagged)."""
+    with replicas_behind(sentinels) as primary:
+        lagging = time.monotonic()
+        time.sleep(0.3)  # adds the replicas will never see (unless the adder waited)
+        primary.kill()
+        killed = time.monotonic()
+        during = adder.acked_since(lagging)
+    sentinels.wait_promoted(primary)
+    return time.monotonic() - killed, during
+
+
+def test_without_wait_replicas_such_a_kill_loses_acknowledged_adds(doomed):
+    """The control: the same fault as the next test loses acknowledged adds when the
+    producer does not wait for replicas (so the next test can fail)."""
+    adder = Adder(connect(doomed.url, timeout=2, retry_timeout=30), "lossy", 1)
+    adder.start()
+    try:
+        wait_until(lambda: len(adder.acked) >= 20, timeout=30, what="20 adds")
+        doomed.wait_replicated()
+        _, during = kill_with_replicas_behind(doomed, adder)
+        wait_until(lambda: len(adder.acked) >= during + 40, timeout=60, what="adds after")
+    finally:
+        adder.stop()
+    with doomed.primary().client() as c:
+        kept = {m.decode() for m in c.zrange("lossy/ick/{lossy}/pset", 0, -1)}
+    lost = set(adder.acked) - kept
+    assert during > 0 and lost, (during, len(adder.acked))
+    print(f"without redis.waitReplicas: {len(lost)} of {during} adds acknowledged while the "
+          "replicas lagged were lost")
+
+
+def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, doomed, tmp_path):
+    ick, shards, url = "kept", 2, doomed.url
+    adder = Adder(connect(url, timeout=2, retry_timeout=30, wait_replicas=1,
+                          wait_timeout=20), ick, shards)
+    sink = Sink()
+    query = stream(spark, "ick", {"redis.url": url, "ick": ick, "shards": shards,
+                                  "maxMembersPerTrigger": 40, **RETRY},
+                   sink, str(tmp_path / "ckpt"))
+    try:
+        adder.start()
+        wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
+        failed_over, during = kill_with_replicas_behind(doomed, adder)
+        back = time.monotonic()
+        wait_running(query, lambda: adder.acked_since(back) >= 40
+                     and sink.batches_since(back) >= 3, 60, "adds and batches after failover")
+        adder.stop()
+        wait_running(query, lambda: set(adder.acked) <= sink.values(), 60, "every add")
+        assert query.exception() is None
+    finally:
+        stop_all(adder, query)
+    check_deliveries(sink)
+    assert during == 0  # nothing was acknowledged that only the dead primary had
+    print(f"redis.waitReplicas=1: promoted in {failed_over:.1f} s; all {len(adder.acked)} "
+          f"acknowledged adds delivered, {len(adder.errors)} refused")

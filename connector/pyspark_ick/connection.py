@@ -18,7 +18,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
-from . import retry
+from . import replication, retry
 from .errors import IckConfigError
 from .redis_errors import connection_error, permanent, tls_hint, transient, unknown_service
 from .retry import DEFAULT_RETRY_TIMEOUT
@@ -83,6 +83,8 @@ def connect(
     password: str | None = None,
     timeout: float | None = 10.0,
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
+    wait_replicas: int = 0,
+    wait_timeout: float = replication.DEFAULT_WAIT_TIMEOUT,
     **kw: Any,
 ) -> redis.Redis | redis.RedisCluster:
     """A redis-py client for ``url`` (``redis://``, ``rediss://`` for TLS, ``unix://``,
@@ -93,11 +95,13 @@ def connect(
     it (a Sentinel URL is never a cluster). Transient errors (Redis restarting, loading,
     failing over) are retried with backoff for ``retry_timeout`` seconds, here and by every
     call of the connector that uses the client (pyspark_ick.retry); a refused password or
-    certificate fails at once.
+    certificate fails at once. ``wait_replicas`` > 0: the producers' writes through this
+    client return once that many replicas have them (pyspark_ick.replication).
     Extra keyword arguments go to redis-py (``ssl_ca_certs=...``, ``decode_responses``).
     """
     check_url(url)
     mode = parse_cluster(cluster)
+    replication.check(wait_replicas, wait_timeout)
     nodes = seeds(url)
     if len(nodes) > 1 and mode == "no":
         raise IckConfigError(f"redis.url {redact(url)!r} lists several nodes: that is for "
@@ -119,6 +123,7 @@ def connect(
                                  "redis.cluster is true")
         primary = _connect_sentinel(url, options, timeout, retry_timeout)
         retry.configure(primary, retry_timeout)
+        replication.configure(primary, wait_replicas, wait_timeout)
         return primary
 
     def attempt() -> redis.Redis | redis.RedisCluster:
@@ -139,7 +144,11 @@ def connect(
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}"
                              ) from None
+    if wait_replicas and isinstance(client, redis.RedisCluster):
+        client.close()
+        raise IckConfigError(replication.NOT_ON_CLUSTER)
     retry.configure(client, retry_timeout)
+    replication.configure(client, wait_replicas, wait_timeout)
     return client
 
 
@@ -224,6 +233,8 @@ class ConnectionSpec:
     password: str | None = field(default=None, repr=False)
     timeout: float = 10.0
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT
+    wait_replicas: int = 0
+    wait_timeout: float = replication.DEFAULT_WAIT_TIMEOUT
 
     def __repr__(self) -> str:
         return f"ConnectionSpec({redact(self.url)}, cluster={self.cluster})"
@@ -237,6 +248,8 @@ class ConnectionSpec:
             password=self.password,
             timeout=self.timeout,
             retry_timeout=self.retry_timeout,
+            wait_replicas=self.wait_replicas,
+            wait_timeout=self.wait_timeout,
         )
 
     def client(self) -> redis.Redis | redis.RedisCluster:

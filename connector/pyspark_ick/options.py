@@ -23,6 +23,7 @@ from .connection import ConnectionSpec
 from .dehydrator import ON_DUPLICATE
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
+from .replication import DEFAULT_WAIT_TIMEOUT
 from .retry import DEFAULT_RETRY_TIMEOUT
 from .urls import DEFAULT_URL, check_url, is_sentinel, parse_cluster, redact
 
@@ -83,6 +84,12 @@ OPTIONS = (
             minimum=0.001),
     _option("redis.retryTimeout", USES, "duration", round(DEFAULT_RETRY_TIMEOUT * 1000),
             "how long transient errors are retried", minimum=0),
+    _option("redis.waitReplicas", (ICK_WRITE, DH_WRITE), "integer", 0,
+            "replicas that must have a write before it counts as done (WAIT; 0: no wait)",
+            minimum=0),
+    _option("redis.waitTimeout", (ICK_WRITE, DH_WRITE), "duration",
+            round(DEFAULT_WAIT_TIMEOUT * 1000), "how long a write waits for its replicas",
+            minimum=1),
     _option("ick", (ICK_WRITE, ICK_READ, ICK_STREAM), "name", None,
             "the logical Ick (required)", required=True),
     _option("dehydrator", (DH_WRITE, DH_STREAM), "name", None, "the dehydrator (required)",
@@ -261,7 +268,15 @@ class Options:
             password=self.get("redis.password"),
             timeout=self.get("redis.timeout"),
             retry_timeout=self.get("redis.retryTimeout") / 1000,
+            **({"wait_replicas": self.get("redis.waitReplicas"),
+                "wait_timeout": self.get("redis.waitTimeout") / 1000}
+               if self.takes("redis.waitReplicas") else {}),
         )
+
+    def takes(self, name: str) -> bool:
+        """Whether this use takes option ``name`` (every use, when none was given)."""
+        return any(o.name == name and (self.use is None or self.use in o.uses)
+                   for o in OPTIONS)
 
 
 PARSERS: dict[str, Callable[[Options, Option, Any], Any]] = {

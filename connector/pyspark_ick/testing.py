@@ -468,7 +468,7 @@ class SentinelSet:
         serves as primary and every live sentinel names it)."""
         old = self.primary()
         old.kill()
-        return self._promoted(old, timeout)
+        return self.wait_promoted(old, timeout)
 
     def failover(self, timeout: float = 60.0) -> RedisServer:
         """SENTINEL FAILOVER: a replica is promoted, then the old primary is turned into
@@ -479,7 +479,7 @@ class SentinelSet:
         sentinel = next(s for s in self.sentinels if s.alive)
         with sentinel.client(socket_timeout=5) as c:
             c.execute_command("SENTINEL", "FAILOVER", self.service)
-        new = self._promoted(old, timeout)
+        new = self.wait_promoted(old, timeout)
 
         def demoted() -> bool:
             with old.client(socket_timeout=2) as c:
@@ -490,7 +490,9 @@ class SentinelSet:
                    what=f"the old primary {old.port} replicating {new.port}")
         return new
 
-    def _promoted(self, old: RedisServer, timeout: float) -> RedisServer:
+    def wait_promoted(self, old: RedisServer, timeout: float = 60.0) -> RedisServer:
+        """The replica promoted in place of ``old``, once it serves as primary and every
+        live sentinel names it."""
         def promoted() -> RedisServer | None:
             ports = set()
             for sentinel in (s for s in self.sentinels if s.alive):
