@@ -4,8 +4,9 @@ Records (one JSON object a line in the run's directory; times are ``time.monoton
 one clock for every process of the machine):
 
 - ``adds.jsonl``: each add Redis acknowledged: ``member, score, shard, reserved`` (the
-  shard's last reservation number, read in the same MULTI as the add) and ``at`` (when the
-  acknowledgement arrived); an add that raised is not there.
+  shard's last reservation number, read in the same MULTI as the add), ``at`` (when the
+  acknowledgement arrived) and ``kept`` (``--sentinel``: whether a replica confirmed it,
+  WAIT; absent means true); an add that raised is not there.
 - ``deliveries.jsonl``: each foreachBatch call (replays included): ``batch`` (Spark's batch
   id), ``rows`` (``[member, score, shard, reservation]``, sorted), ``start`` (the sink call
   began) and ``end`` (its record was written, before the sink returned).
@@ -13,10 +14,12 @@ one clock for every process of the machine):
 
 Checks: I1 (each acknowledged add followed by a delivery of its member from a reservation
 made after it, with a score <= the add's, by a sink call that ended after the add was
-acknowledged), I3 (every delivery of a batch id has the same rows), duplicates (rows
-delivered although their member was not added again since its last delivery, replays
-aside), and the longest stretch without progress while an add waited, outside the fault
-windows. ``python3 tests/nemesis_check.py DIR`` checks a recorded run again.
+acknowledged; only among kept adds: an add no replica confirmed may die with a primary
+killed before it replicated, which no reader can deliver, so those are counted apart, with
+how many were delivered anyway), I3 (every delivery of a batch id has the same rows),
+duplicates (rows delivered although their member was not added again since its last
+delivery, replays aside), and the longest stretch without progress while an add waited,
+outside the fault windows. ``python3 tests/nemesis_check.py DIR`` checks a recorded run again.
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ from typing import Any, NamedTuple
 
 
 class Add(NamedTuple):
-    """An add Redis acknowledged (as in tests/faults_support.py)."""
+    """An add Redis acknowledged (as in tests/faults_support.py); ``kept``: a replica
+    confirmed it (always, without replicas to wait for)."""
 
     member: str
     score: float
     shard: int
     reserved: int
     at: float
+    kept: bool = True
 
 
 class Delivery(NamedTuple):
@@ -72,7 +77,7 @@ class Stall(NamedTuple):
 
 def add_of(record: dict[str, Any]) -> Add:
     return Add(str(record["member"]), float(record["score"]), int(record["shard"]),
-               int(record["reserved"]), float(record["at"]))
+               int(record["reserved"]), float(record["at"]), bool(record.get("kept", True)))
 
 
 def delivery_of(record: dict[str, Any]) -> Delivery:
@@ -104,8 +109,15 @@ def covering(adds: Sequence[Add], deliveries: Iterable[Delivery]) -> list[float]
 
 
 def lost(adds: Sequence[Add], deliveries: Iterable[Delivery]) -> list[Add]:
-    """The adds that I1 finds no delivery for."""
-    return [a for a, at in zip(adds, covering(adds, deliveries), strict=True) if at == inf]
+    """The kept adds that I1 finds no delivery for (unkept ones: ``unkept``)."""
+    kept = [a for a in adds if a.kept]
+    return [a for a, at in zip(kept, covering(kept, deliveries), strict=True) if at == inf]
+
+
+def unkept(adds: Sequence[Add], deliveries: Iterable[Delivery]) -> tuple[int, int]:
+    """(adds no replica confirmed, how many of them I1 finds a delivery for anyway)."""
+    rest = [a for a in adds if not a.kept]
+    return len(rest), sum(at != inf for at in covering(rest, deliveries))
 
 
 # --- I3 -----------------------------------------------------------------------------------
@@ -217,14 +229,17 @@ def longest_outside(found: Iterable[Stall], windows: Sequence[Window]) -> Stall 
 
 def check(adds: Sequence[Add], deliveries: Sequence[Delivery], windows: Sequence[Window],
           until: float, origin: float = 0.0) -> dict[str, Any]:
-    """Every check of a run; ``ok`` is True when nothing was lost, every replay was
+    """Every check of a run; ``ok`` is True when no kept add was lost, every replay was
     identical and no batch was empty. Stalls count from ``origin`` on (the first batch),
-    and times in the result are seconds from it."""
+    and times in the result are seconds from it; they and I1 look at kept adds only
+    (an unkept add lost with its primary would be a stall to the end), duplicates at all."""
     missing = lost(adds, deliveries)
+    not_kept, not_kept_delivered = unkept(adds, deliveries)
+    kept = [a for a in adds if a.kept]
     repeated, differ = replays(deliveries)
     empty = empty_batches(deliveries)
     dups, rows = duplicates(adds, deliveries)
-    found = [Stall(max(s.start, origin), s.end) for s in stalls(adds, deliveries, until)
+    found = [Stall(max(s.start, origin), s.end) for s in stalls(kept, deliveries, until)
              if s.end > origin]  # from the first batch on (a cold start is not a stall)
     found.sort(key=lambda s: -s.seconds)
     worst = found[0] if found else None
@@ -238,6 +253,9 @@ def check(adds: Sequence[Add], deliveries: Sequence[Delivery], windows: Sequence
     return {
         "ok": not missing and not differ and not empty,
         "adds": len(adds),
+        "kept": len(kept),
+        "unkept": not_kept,
+        "unkept_delivered": not_kept_delivered,
         "lost": len(missing),
         "lost_examples": [a._asdict() for a in missing[:5]],
         "sink_calls": len(deliveries),

@@ -78,6 +78,28 @@ def test_checker_counts_duplicates_and_stalls() -> None:
     assert nc.longest_outside(found, [nc.Window("x", 0.0, 9.0)]) is None
 
 
+def test_checker_counts_lost_only_among_kept_adds() -> None:
+    """--sentinel: an add no replica confirmed (kept False) may die with its primary; it is
+    not lost, but counted apart with how many were delivered anyway, and it is no stall."""
+    adds, deliveries = synthetic()
+    gone = A("c", 5.0, 1, 1, 5.0, kept=False)  # never delivered: died with a primary
+    came = A("d", 5.5, 0, 1, 5.5, kept=False)  # delivered all the same
+    delivered = [*deliveries, D(2, [("d", 5.5, 0, 2)], 6.0, 6.1)]
+    result = nc.check([*adds, gone, came], delivered, [], until=10.0)
+    assert result["ok"], result
+    assert (result["adds"], result["kept"], result["lost"]) == (5, 3, 0)
+    assert (result["unkept"], result["unkept_delivered"]) == (2, 1)
+    assert result["longest_stall_outside_faults"]["seconds"] < 4  # not c's 5 s to the end
+    # The same add kept (a replica confirmed it): lost, and the run fails.
+    kept = gone._replace(kept=True)
+    result = nc.check([*adds, kept, came], delivered, [], until=10.0)
+    assert (result["lost"], result["unkept"], result["ok"]) == (1, 1, False)
+    assert nc.lost([*adds, kept, came], delivered) == [kept]
+    # Records without ``kept`` (runs before --sentinel) are kept adds.
+    record = {"member": "a", "score": 1.0, "shard": 0, "reserved": 0, "at": 1.0}
+    assert nc.add_of(record).kept and not nc.add_of({**record, "kept": False}).kept
+
+
 def test_smoke_soak(tmp_path) -> None:
     """About 3 minutes: a cold start, 2 of mixed faults, the drain, the checks; then the
     checker catches a delivery removed from this run's record."""
