@@ -36,6 +36,11 @@ idle, gives the work a call does.
 (c) ``spark.read.format("ick").load().count()`` of the N-member Ick written in (b).
 (d) ``df.write.format("dehydrator")`` of N elements (column delayMs: half 0, half an
     hour), then ``readStream.format("dehydrator")`` AvailableNow releasing the N/2 due.
+(e) the plain client's bulk writes, in this process: ``Ick.add`` and ``ShardedIck.add``
+    (8 shards) of N members, ``Dehydrator.park`` of N elements (each call packed while
+    Redis runs the one before, at most two out on the connection).
+``--phases`` picks some of drain, write (with the snapshot), park, client, memory and
+sweep (default: all).
 
 Per phase: the probe's p50, p99, p99.9 and max (target p99.9 <= 15 ms), the connector's
 longest call from SLOWLOG (every call slower than ``--slowlog-us``; EVALSHA named by
@@ -83,7 +88,7 @@ import numpy as np
 from bench_core import raw_zadd, server_cpu
 from common import Report
 
-from pyspark_ick import Dehydrator, ShardedIck, bounds, connect, scripts
+from pyspark_ick import Dehydrator, Ick, ShardedIck, bounds, connect, scripts
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisServer, spark_session, start_binary
 
@@ -99,6 +104,7 @@ CALL_BUDGET_MS = 5.0  # what ITEMS_PER_CALL should keep a call within
 DRAIN_RATIO, WRITER_RATIO = 0.7, 0.9
 TTL_MS = 600_000
 HOUR_MS = 3_600_000
+PHASES = ("drain", "write", "park", "client", "memory", "sweep")  # --phases
 SWEPT = ("rlog_reserve", "log_read", "rlog_commit", "dh_claim", "dh_commit", "ickadd",
          "dh_push")  # the scripts whose work grows with ITEMS_PER_CALL (or the chunk)
 MOVERS = ("rlog_reserve", "dh_claim (dehydrator)")  # bound by MOVES_PER_CALL instead
@@ -558,21 +564,44 @@ def warm_up(lab: Lab, n: int) -> None:
     lab.admin.flushall()
 
 
-def run_phases(lab: Lab, n: int, repeat: int) -> dict[str, Any]:
+def client_writes(lab: Lab, n: int, mapping: dict[str, float], rep: int) -> None:
+    """(e): Ick.add, ShardedIck.add (8 shards) and Dehydrator.park by the plain client."""
+    ids = list(mapping)
+    for key, name, write in [
+        ("client_add", "(e) Ick.add", lambda: Ick(lab.client, f"cadd.{rep}").add(mapping)),
+        ("client_sharded", "(e) ShardedIck.add, 8 shards",
+         lambda: ShardedIck(lab.client, f"csh.{rep}", 8).add(mapping)),
+        ("client_park", "(e) Dehydrator.park",
+         lambda: Dehydrator(lab.client, f"cpark.{rep}").park(ids, ids, [HOUR_MS] * n)),
+    ]:
+        phase = lab.phase(key, name)
+        measure(lab, phase, write)
+        phase.items, phase.busy = n, phase.walls
+        lab.admin.flushall()
+        lab.admin.set(PROBE_KEY, "ok")
+
+
+def run_phases(lab: Lab, n: int, repeat: int, phases: set[str]) -> dict[str, Any]:
     """Every phase, ``repeat`` times (throughput: the best; probe and calls: all)."""
-    df = writer_frame(lab.spark, n)
+    df = writer_frame(lab.spark, n) if "write" in phases else None
     mapping = {f"doc:{i}": float(i % 9973) for i in range(n)}
     parked: list[int] = []
     for rep in range(repeat):
-        for shards in (1, 8):
-            drain(lab, n, shards, rep)
-        name = write(lab, df, n, mapping, rep)
-        snapshot(lab, name, n)
-        ShardedIck(lab.client, name).unlink()
-        parked.append(dehydrate(lab, n, rep))
+        if "drain" in phases:
+            for shards in (1, 8):
+                drain(lab, n, shards, rep)
+        if df is not None:
+            name = write(lab, df, n, mapping, rep)
+            snapshot(lab, name, n)
+            ShardedIck(lab.client, name).unlink()
+        if "park" in phases:
+            parked.append(dehydrate(lab, n, rep))
+        if "client" in phases:
+            client_writes(lab, n, mapping, rep)
         print(f"  round {rep + 1}/{repeat} done", flush=True)
-    df.unpersist()
-    return {"park_bytes": min(parked)}
+    if df is not None:
+        df.unpersist()
+    return {"park_bytes": min(parked) if parked else float("nan")}
 
 
 # --- memory ---------------------------------------------------------------------------
@@ -752,21 +781,29 @@ def phase_rows(report: Report, phase: Phase, idle_name: str) -> None:
 def throughput_rows(report: Report, phases: dict[str, Phase]) -> None:
     """Throughput of each workload; the drains and the writer against their raw baselines."""
     for shards in (1, 8):
+        if f"raw{shards}" not in phases:
+            continue
         raw, stream = phases[f"raw{shards}"], phases[f"drain{shards}"]
         base = report.add(f"{raw.name}: throughput", raw.throughput, "members/s").name
         report.compare(f"{stream.name}: micro-batches", stream.throughput, "members/s", base,
                        minimum=DRAIN_RATIO)
         report.compare(f"{stream.name}: query start to stop", stream.items / min(stream.walls),
                        "members/s", base)
-    base = report.add(f"{phases['rawzadd'].name}: throughput", phases["rawzadd"].throughput,
-                      "members/s").name
-    report.compare(f"{phases['write'].name}: throughput", phases["write"].throughput,
-                   "members/s", base, minimum=WRITER_RATIO)
-    report.add(f"{phases['snapshot'].name}: throughput", phases["snapshot"].throughput,
-               "members/s")
-    report.add(f"{phases['park'].name}: throughput", phases["park"].throughput, "elements/s")
-    report.add(f"{phases['release'].name}: micro-batches", phases["release"].throughput,
-               "elements/s")
+    if "rawzadd" in phases:
+        base = report.add(f"{phases['rawzadd'].name}: throughput",
+                          phases["rawzadd"].throughput, "members/s").name
+        report.compare(f"{phases['write'].name}: throughput", phases["write"].throughput,
+                       "members/s", base, minimum=WRITER_RATIO)
+        report.add(f"{phases['snapshot'].name}: throughput", phases["snapshot"].throughput,
+                   "members/s")
+    if "park" in phases:
+        report.add(f"{phases['park'].name}: throughput", phases["park"].throughput,
+                   "elements/s")
+        report.add(f"{phases['release'].name}: micro-batches", phases["release"].throughput,
+                   "elements/s")
+    for key in ("client_add", "client_sharded", "client_park"):
+        if key in phases:
+            report.add(f"{phases[key].name}: throughput", phases[key].throughput, "items/s")
 
 
 def advise(table: dict[str, dict[int, list[int]]]) -> dict[str, dict[str, Any]]:
@@ -809,7 +846,7 @@ def print_sweep(table: dict[str, dict[int, list[int]]],
         fits = ", ".join(f"{n} {f['fixed']:.0f} + {f['per_member']:.2f}/member"
                          for n, f in advised["fits_us"].items())
         print(f"p90 fits (us): {fits}")
-        print(f"{bound} (now {getattr(scripts, bound)}) within {advised['budget_ms']:g} ms "
+        print(f"{bound} (now {getattr(bounds, bound)}) within {advised['budget_ms']:g} ms "
               f"(p90): swept {advised['largest_swept_within']}, fitted {advised['fitted']} "
               f"(bound by {advised['bound_by']})")
 
@@ -838,10 +875,11 @@ def build_report(name: str, lab: Lab, memory: dict[str, float], park_bytes: floa
     for phase in lab.phases.values():
         phase_rows(report, phase, idle_name)
     throughput_rows(report, lab.phases)
-    report.add(f"memory: bytes per queued member ({memory['member_bytes']:.0f}-byte members)",
-               memory["queued"], "bytes")
-    report.add("memory: bytes per reserved member (all reserved)", memory["reserved"],
-               "bytes")
+    if memory:
+        report.add(f"memory: bytes per queued member ({memory['member_bytes']:.0f}-byte "
+                   "members)", memory["queued"], "bytes")
+        report.add("memory: bytes per reserved member (all reserved)", memory["reserved"],
+                   "bytes")
     report.add("memory: bytes per parked element (32-byte id)", park_bytes, "bytes")
     sweep_rows(report, table, advice)
     report.params.update(phases={k: p.json() for k, p in lab.phases.items()},
@@ -874,7 +912,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--sizes", default=None,
                         help="members per call to sweep (default 500,1000,2000,4000,8000)")
     parser.add_argument("--calls", type=int, default=20, help="sweep calls per script and size")
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help=f"some of {','.join(PHASES)} (default: all)")
     args = parser.parse_args(argv)
+    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not args.phases <= set(PHASES):
+        parser.error(f"--phases: not phases: {sorted(args.phases - set(PHASES))}")
     args.members = args.members or (50_000 if args.quick else 1_000_000)
     args.repeat = args.repeat or (1 if args.quick else 3)
     args.idle_seconds = args.idle_seconds or (3.0 if args.quick else 10.0)
@@ -913,10 +956,10 @@ def run_all(lab: Lab, args: argparse.Namespace
     lab.admin.set(PROBE_KEY, "ok")
     lab.log_slow_calls()
     idle(lab, args.idle_seconds)
-    extra = run_phases(lab, n, args.repeat)
+    extra = run_phases(lab, n, args.repeat, args.phases)
     print("  phases done; memory and per-call sweep", flush=True)
-    memory = bench_memory(lab, n)
-    table = bench_sweep(lab, n, args.sizes, args.calls)
+    memory = bench_memory(lab, n) if "memory" in args.phases else {}
+    table = bench_sweep(lab, n, args.sizes, args.calls) if "sweep" in args.phases else {}
     return memory, extra["park_bytes"] / n, table
 
 
