@@ -90,6 +90,26 @@ def test_calls_that_are_not_replay_safe_go_one_at_a_time(client: Any,
     assert outstanding.most == 2
 
 
+def test_the_spark_sinks_calls_go_one_at_a_time(client: Any, outstanding: Outstanding
+                                                ) -> None:
+    """The sinks' tasks run side by side (local[2]: two tasks), so two out each would be
+    four calls ahead of a neighbour: they keep one."""
+    np = pytest.importorskip("numpy")
+    pa = pytest.importorskip("pyarrow")
+    from pyspark_ick.columns import pack_pairs
+
+    sharded = ShardedIck(client, "sink", 2)
+    sharded.check_shards()
+    members = pa.array([f"m{i}" for i in range(2000)])
+    scores = pa.array([float(i) for i in range(2000)], pa.float64())
+    outstanding.most = outstanding.sent = 0
+    assert sharded.add_packed({0: pack_pairs(members, scores, 100)}) == (2000, 0)
+    d = Dehydrator(client, "sink")
+    d.park_arrays(members, members, np.full(2000, 60_000.0), chunk=100)
+    assert outstanding.sent >= 40
+    assert outstanding.most == 1
+
+
 def test_every_call_runs_and_the_first_refusal_is_raised_at_the_end(any_client: Any) -> None:
     sharded = ShardedIck(any_client, "refusing", 4)
     sharded.check_shards()
@@ -149,19 +169,40 @@ def test_a_connection_killed_during_a_bulk_add_is_ridden_out(client: Any,
 
 
 def test_a_dropped_connection_does_not_repeat_a_park_that_is_not_replay_safe(
-        client: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """on_duplicate='error' is not replay-safe: a reply lost to a reset raises (the call
     may have run), it is not made again to fail on its own ids."""
     d = Dehydrator(client, "unsafe")
     d.park(["warm"], ["x"], [60_000], on_duplicate="error")
-    real = redis.Redis.evalsha
+    read = AbstractConnection.read_response
 
-    def reset_after_running(self: Any, *args: Any) -> Any:
-        real(self, *args)
+    def reset_after_running(self: Any, *args: Any, **kw: Any) -> Any:
+        read(self, *args, **kw)
         raise redis.ConnectionError("Connection reset by peer (after the call ran)")
 
-    monkeypatch.setattr(redis.Redis, "evalsha", reset_after_running)
+    monkeypatch.setattr(AbstractConnection, "read_response", reset_after_running)
     with pytest.raises(Exception, match="reset by peer"):
         d.park(["a", "b"], ["x", "y"], [60_000] * 2, on_duplicate="error")
     monkeypatch.undo()
     assert d.look("a") == "x"  # it ran once, and was not made again
+
+
+def test_a_lost_reply_of_a_single_replay_safe_call_is_made_again(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The single-call path (one member) keeps the rule too: ickadd is replay-safe."""
+    ick = Ick(client, "lost")
+    ick.add({"warm": 1.0})
+    read, lost = AbstractConnection.read_response, []
+
+    def reset_once(self: Any, *args: Any, **kw: Any) -> Any:
+        reply = read(self, *args, **kw)
+        if not lost:
+            lost.append(reply)
+            raise redis.ConnectionError("Connection reset by peer (after the call ran)")
+        return reply
+
+    monkeypatch.setattr(AbstractConnection, "read_response", reset_once)
+    assert ick.add({"a": 2.0}) == (0, 0)  # the replay found it added
+    monkeypatch.undo()
+    assert lost == [[1, 0]]
+    assert dict(ick.reserve(2)) == {"warm": 1.0, "a": 2.0}

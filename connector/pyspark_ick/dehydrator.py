@@ -218,7 +218,7 @@ class Dehydrator:
             group[2].append(stamp)
         chunk = min(chunk, bounds.ITEMS_PER_CALL)
         return self._push({shard: plain_chunks(*rows, chunk) for shard, rows in groups.items()},
-                          at, on_duplicate)
+                          at, on_duplicate, overlap=True)
 
     def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
                     at: bool = False, on_duplicate: str = "keep",
@@ -233,10 +233,11 @@ class Dehydrator:
         return self._push({shard: pack_rows(*rows, chunk) for shard, rows in split_rows(
             ids, elements, times, self.shards).items()}, at, on_duplicate)
 
-    def _push(self, packed: dict[int, Iterable[bytes]], at: bool, on_duplicate: str
-              ) -> tuple[int, int]:
-        """dh_push the packed arguments of each shard, a call each (taken one by one: each
-        packed while Redis runs the one before); (new, existing)."""
+    def _push(self, packed: dict[int, Iterable[bytes]], at: bool, on_duplicate: str,
+              overlap: bool = False) -> tuple[int, int]:
+        """dh_push the packed arguments of each shard, a call each, taken one by one
+        (``overlap``, the plain client's park: each packed while Redis runs the one before,
+        scripts.run_many); (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
         calls = (("dh_push", self._keys[shard].store, [*head, arg])
@@ -244,7 +245,8 @@ class Dehydrator:
         kept = list(calls) if replication.waits(self.client) else calls  # may run again
         safe = on_duplicate != "error"  # "error" on a replay finds its own ids
         replies = replication.write(self.client, lambda c: scripts.run_many(
-            c, kept, what=self.label, replay_safe=safe), what=self.label, replay_safe=safe)
+            c, kept, what=self.label, replay_safe=safe, overlap=overlap), what=self.label,
+            replay_safe=safe)
         return (sum(int(r[0]) for r in replies if r is not None),
                 sum(int(r[1]) for r in replies if r is not None))
 

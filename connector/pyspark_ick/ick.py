@@ -276,7 +276,7 @@ class Ick:
             if len(members) > chunk:
                 return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
                     c, lazy_add_calls(self.keys, packed_chunks(members, scores, chunk)),
-                    what=self.label), what=self.label))
+                    what=self.label, overlap=True), what=self.label))
             arg = pack_checked(members, scores)
         reply = replication.write(self.client, lambda c: scripts.run(
             c, "ickadd", self._base, [arg], what=self.label), what=self.label)
@@ -469,7 +469,7 @@ class ShardedIck:
         return sum_adds(replication.write(self.client, lambda c: scripts.run_many(c, (
             call for i, (ms, ss) in groups.items()
             for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))),
-            what=self.label), what=self.label))
+            what=self.label, overlap=True), what=self.label))
 
     def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
                    chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:

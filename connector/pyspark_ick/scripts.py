@@ -140,17 +140,36 @@ def run(client: Client, name: str, keys: Sequence[str], args: Sequence[Any] = ()
 
     Transient errors are retried (retry.py); ``replay_safe=False`` for a script whose
     second run after a lost reply would lose data. ``what`` names the target in errors.
-    A script loaded already is sent straight away: the retry rule, NOSCRIPT and the
-    translation of errors cost nothing until a call fails (then ``again`` applies them).
+    A script loaded already is sent straight away, on a connection of the client's pool
+    as ``_Pipe`` sends (redis-py's per-command wrapper cost 3-4 us a call,
+    docs/sizing.md): the retry rule, NOSCRIPT and the translation of errors cost nothing
+    until a call fails (then ``again`` applies them).
     """
     started = time.monotonic()
     done = _loaded.get(client)
     if done is None or name not in done:
         return again(client, (name, keys, args), None, started, what, replay_safe)
+    pool = _pool_of(client, keys)
     try:
-        return client.evalsha(sha(name), len(keys), *keys, *args)
+        if pool is None:
+            return client.evalsha(sha(name), len(keys), *keys, *args)
+        conn = _connection(pool)
     except Exception as exc:  # noqa: BLE001 (again raises it unless the rule retries it)
         return again(client, (name, keys, args), exc, started, what, replay_safe)
+    try:
+        conn.send_command("EVALSHA", sha(name), len(keys), *keys, *args)
+        reply = conn.read_response()
+    except redis.exceptions.ResponseError as exc:  # a reply: the connection is in step
+        pool.release(conn)
+        return again(client, (name, keys, args), exc, started, what, replay_safe)
+    except BaseException as exc:
+        conn.disconnect()  # a reply may still be on its way: the connection goes
+        pool.release(conn)
+        if not isinstance(exc, Exception):
+            raise
+        return again(client, (name, keys, args), exc, started, what, replay_safe)
+    pool.release(conn)
+    return reply
 
 
 def again(client: Client, call: Call, error: Exception | None, started: float,
@@ -194,25 +213,29 @@ def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -
 
 
 def run_many(client: Client, calls: Iterable[Call], *, what: str | None = None,
-             replay_safe: bool = True) -> list[Any]:
-    """Replies of ``calls`` (taken from the iterable one at a time, so a generator packs
-    the next call while Redis runs the one before), in order.
+             replay_safe: bool = True, overlap: bool = False) -> list[Any]:
+    """Replies of ``calls`` (taken from the iterable one at a time), in order.
 
-    At most two calls are out at once: one running, one sent behind it (on one connection,
-    ``_Pipe``), so a neighbour waits for at most two bounded calls. Redis reads a client's
-    whole pipeline and runs it back to back: with 4 calls a round a neighbour's GET waited
-    22 ms at p99.9 while df.write ran (docs/sizing.md). Calls that are not replay-safe go
-    one after the other (``run``): a lost reply must not lose two calls' data. Each call is
-    retried by the rule of ``run``; every call runs, as in a pipeline: a script that
-    raised does not stop the others (a shard's refusal must not keep another shard's rows
-    out); the first such error is raised at the end.
+    One after the other by default: Redis reads a client's whole pipeline and runs it
+    back to back, so with 4 calls a round a neighbour's GET waited 22 ms at p99.9 while
+    df.write ran, 12 ms with 1, at the same writer throughput (docs/sizing.md). With
+    ``overlap`` (the plain client's bulk writes, whose ``calls`` pack each call as it is
+    taken), at most two are out at once: one running, the next sent behind it and packed
+    while the first ran (on one connection, ``_Pipe``), so a neighbour waits for at most
+    two bounded calls. Not for the Spark sinks: two tasks with two out each are 4 calls a
+    round again (their GET p99 went from 7.8 to 12.2 ms, for no throughput). Calls that
+    are not replay-safe always go one after the other: a lost reply must not lose two
+    calls' data. Each call is retried by the rule of ``run``; every call runs, as in a
+    pipeline: a script that raised does not stop the others (a shard's refusal must not
+    keep another shard's rows out); the first such error is raised at the end.
     """
     replies: list[Any] = []
     refused: IckScriptError | None = None
-    if not replay_safe:
+    if not (overlap and replay_safe):
         for name, keys, args in calls:
             try:
-                replies.append(run(client, name, keys, args, what=what, replay_safe=False))
+                replies.append(run(client, name, keys, args, what=what,
+                                   replay_safe=replay_safe))
             except IckScriptError as exc:
                 refused = refused or exc
                 replies.append(None)
