@@ -182,13 +182,19 @@ def test_without_rich_json_still_works(redis_url, client):
 @pytest.mark.parametrize("args, code, needle", [
     (["stats", "nope"], 3, "Ick 'nope' does not exist"),
     (["stats", "bad{name"], 2, "braces"),
-    (["add", "q", "a", "--score", "nan"], 2, "finite number"),
+    (["add", "q", "a", "--score", "nan"], 2, "expected a number, inf or -inf"),
     (["peek", "q", "-n", "0"], 2, "positive integer"),
     (["add", "h", "a"], 1, "h is a hash, not an Ick version flag"),
 ])
 def test_errors_are_one_line(redis_url, client, args, code, needle):
     client.hset("h", "field", "value")
     assert needle in failed(cli(*args, url=redis_url), code)
+
+
+def test_add_takes_infinite_scores_as_the_gem_does(redis_url, client):
+    cli("add", "q", "late", "--score", "5", url=redis_url)
+    assert cli("add", "q", "first", "--score=-inf", url=redis_url).returncode == 0
+    assert Ick(client, "q").reserve(1) == [("first", float("-inf"))]
 
 
 def test_connection_errors_name_no_password():

@@ -291,18 +291,19 @@ def positive_int(value: str) -> int:
 
 
 def score_arg(value: str) -> float:
+    """A score: a number, ``inf`` or ``-inf`` (as ZADD and the gem take them), not NaN."""
     try:
         score = float(value)
     except ValueError:
         score = math.nan
-    if not math.isfinite(score):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+    if math.isnan(score):
+        raise argparse.ArgumentTypeError(f"expected a number, inf or -inf, got {value!r}")
     return score
 
 
 def seconds_arg(value: str) -> float:
     score = score_arg(value)
-    if score <= 0:
+    if not 0 < score < math.inf:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
     return score
 
