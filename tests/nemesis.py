@@ -19,6 +19,16 @@ then a check that nothing acknowledged was lost (tests/nemesis_check.py).
   Redis SIGSTOP, proxy reset of every connection, proxy blackhole (half-open), kill -9 of
   the consumer's driver, of its JVM, of a Python worker mid-read, of its stream-source
   runner, and SIGSTOP of the whole consumer (``DIR/faults.jsonl``).
+- ``--sentinel``: the Ick lives on a Sentinel set instead (pyspark_ick.testing.start_sentinels:
+  a primary, 2 replicas, 3 sentinels, with that function's server settings: nothing
+  persisted) and producers and consumer use its ``redis+sentinel://`` URL. Acknowledged
+  means replicated there: each add's MULTI/EXEC and a WAIT 1 go on one connection of the
+  producer's client (pyspark_ick.replication.write), and the record says whether a replica
+  confirmed it (``kept``; the checker counts lost only among kept adds). Its faults: kill -9
+  of the primary (restarted a few seconds after Sentinel promoted a replica: it rejoins as a
+  replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer than
+  the sentinels' 1 s down-after), and the consumer's kinds; each failover records how long
+  until the primary the sentinels name answered a write again.
 - ``--dehydrator``: a parker parks elements with delays of 0-2 s; the consumer's second
   query, ``readStream.format("dehydrator")``, writes each released element into the Ick
   (``df.write.format("ick")``) before recording it; checked: every acknowledged park is
@@ -28,8 +38,8 @@ then a check that nothing acknowledged was lost (tests/nemesis_check.py).
   every check to ``DIR/summary.json``.
 
 Bounded (every loop has a deadline), seeded (the fault schedule and the members), loopback
-only, never port 6379, and it signals only processes it started, by PID (the consumer's
-process group is its own). Not implemented: a Redis Cluster with failover and slot
+only, never port 6379 or 26379, and it signals only processes it started, by PID (the
+consumer's process group is its own). Not implemented: a Redis Cluster with failover and slot
 migration (``--cluster``).
 """
 
@@ -42,6 +52,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -93,7 +104,9 @@ class Settings:
     retry_timeout: str = "60s"
     consumer_id: str = ""  # "" = a random one per query start (takeovers after each crash)
     dehydrator: bool = False
-    kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind)
+    sentinel: bool = False  # the Ick on a Sentinel set (failovers), not behind the proxy
+    wait_timeout: float = 2.0  # --sentinel: seconds each add waits for a replica (WAIT)
+    kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
     grace: float = 20.0  # seconds after a fault still excused from the progress check
     restart_grace: float = 45.0  # the same after a fault that restarts the consumer
 
@@ -208,9 +221,66 @@ def signal_group(pgid: int, sig: int) -> bool:
 # --- producers ----------------------------------------------------------------------------
 
 
+class _Queued:
+    """Stands for a redis-py pipeline: collects the commands ``queue_add`` puts on it."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[Any, ...]] = []
+
+    def execute_command(self, *args: Any, **_: Any) -> None:
+        self.commands.append(args)
+
+
+def add_replicated(client: Any, ick: str, shards: int, member: str, score: float) -> Any:
+    """``faults_support.add_recorded`` that waits for a replica: its MULTI (the add and the
+    read of the shard's last reservation number) and then WAIT run on one connection of
+    ``client`` (``pyspark_ick.replication.write``; ``client`` configured for 1 replica).
+    Returns the Add, ``kept`` False when EXEC answered but no replica confirmed it (WAIT
+    timed out, or the connection was lost before WAIT); raises when the add was not
+    acknowledged. A write the connector ran again (a new connection, a demoted primary)
+    is recorded as its last run."""
+    from faults_support import Add
+
+    from pyspark_ick import IckConnectionError, replication
+    from pyspark_ick.ick import queue_add
+    from pyspark_ick.keys import IckKeys, shard_names, shard_of
+
+    shard = shard_of(member, shards)
+    keys = IckKeys(shard_names(ick, shards)[shard])
+    queued = _Queued()
+    queue_add(queued, keys, [member], [score])
+    done: list[Add] = []
+
+    def transaction(c: Any) -> Add:
+        done.clear()
+        try:
+            c.execute_command("MULTI")
+            for command in queued.commands:
+                c.execute_command(*command)
+            c.execute_command("HGET", keys.rlog, "reserved")
+            replies = c.execute_command("EXEC")
+        except BaseException:
+            with contextlib.suppress(Exception):  # a MULTI left open would nest the next
+                c.connection.disconnect()
+            raise
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        done.append(Add(member, score, shard, int(replies[-1] or 0), time.monotonic()))
+        return done[-1]
+
+    try:
+        return replication.write(client, transaction, what="nemesis add")
+    except IckConnectionError:  # ReplicationError, or lost before WAIT: ran, not kept
+        if not done:
+            raise
+        return done[-1]._replace(kept=False)
+
+
 def make_producer(client: Any, journal: Journal, settings: Settings, index: int) -> Any:
     """A faults_support.Loop adding one member a tick (``hot`` one time in ten, else one
-    of ``m0..``), recording each acknowledged add in ``journal``."""
+    of ``m0..``), recording each acknowledged add in ``journal`` (``--sentinel``: with
+    ``kept``, add_replicated)."""
     from faults_support import Loop, add_recorded
 
     from pyspark_ick import scripts
@@ -226,7 +296,8 @@ def make_producer(client: Any, journal: Journal, settings: Settings, index: int)
             n = self.rng.randrange(settings.members)
             member = "hot" if self.rng.random() < 0.1 else f"m{n}"
             self.last = score = max(time.time(), self.last + 1e-6)
-            add = add_recorded(client, ICK, settings.shards, member, score)
+            adder = add_replicated if settings.sentinel else add_recorded
+            add = adder(client, ICK, settings.shards, member, score)
             journal.write(add._asdict(), sync=False)
             self.acked += 1
 
@@ -474,10 +545,16 @@ class Supervisor:
 
 # --- the nemesis --------------------------------------------------------------------------
 
-KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", "kill_driver",
-         "kill_jvm", "kill_worker", "kill_source_runner", "stop_consumer")
+CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner",
+                  "stop_consumer")
+KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER_KINDS)
+FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
+SENTINEL_KINDS = (*FAILOVERS, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
+# out the primary's own address)
+ALL_KINDS = (*KINDS, *FAILOVERS)
 RESTARTING = {"redis_kill", "kill_driver", "kill_jvm", "kill_worker", "kill_source_runner",
               "stop_consumer"}  # the consumer needs a restart (or a takeover) to go on
+LONG_GRACE = RESTARTING | set(FAILOVERS)  # a failover: the readers ride it out, slowly
 
 
 class Nemesis:
@@ -485,13 +562,14 @@ class Nemesis:
     each with its start and end (monotonic and wall) in ``journal``."""
 
     def __init__(self, settings: Settings, server: Any, proxy: Any, supervisor: Supervisor,
-                 journal: Journal, arm_file: Path) -> None:
+                 journal: Journal, arm_file: Path, sentinels: Any = None) -> None:
         self.settings, self.server, self.proxy = settings, server, proxy
+        self.sentinels = sentinels  # --sentinel: a testing.SentinelSet (server, proxy None)
         self.supervisor, self.journal, self.arm_file = supervisor, journal, arm_file
         self.sink_arm = arm_file.with_name("sink.arm")
         self.schedule = random.Random(settings.seed)  # which fault, when: hits aside
         self.rng = random.Random(settings.seed + 1)  # how long each lasts
-        self.kinds = settings.kinds or KINDS
+        self.kinds = settings.kinds or (SENTINEL_KINDS if sentinels is not None else KINDS)
         self.redis_stopped = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="nemesis")
@@ -616,14 +694,102 @@ class Nemesis:
             signal_group(pid, signal.SIGCONT)
         return {"hit": True, "seconds": round(seconds, 2), "pid": pid}
 
+    # --sentinel: failovers. Each records ``answered_after``: seconds from the fault until
+    # the primary the sentinels name answered a write; ``promoted``: another node is primary.
+
+    def _answered(self, began: float, old: int | None = None, timeout: float = 90.0) -> float:
+        """Seconds from ``began`` until the primary the sentinels name (another than port
+        ``old`` if given) takes a write (SET nemesis:probe)."""
+        import redis
+
+        from pyspark_ick import IckError
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError, IckError, StopIteration, OSError):
+                port = self.sentinels.primary_port()
+                if port != old:
+                    node = self.sentinels.by_port(port)
+                    with node.client(socket_timeout=0.5, socket_connect_timeout=0.5) as c:
+                        c.set("nemesis:probe", time.time())
+                    return round(time.monotonic() - began, 2)
+            time.sleep(0.02)
+        raise TimeoutError(f"no primary took a write within {timeout:.0f} s")
+
+    def _revive(self, node: Any) -> None:
+        """Restart a killed data node once the sentinels name another primary: it has no
+        data (nothing persisted), so it must come back as a replica, never as the primary;
+        then until the set is healthy (it replicates the primary)."""
+        from pyspark_ick.testing import wait_until
+
+        wait_until(lambda: self.sentinels.primary_port() != node.port, timeout=90,
+                   interval=0.1, what=f"a primary other than the dead {node.port}")
+        node.restart(timeout=60)
+        self.sentinels.wait_healthy(90)
+
+    def sentinel_kill(self) -> dict[str, Any]:
+        """kill -9 of the primary; Sentinel promotes a replica; the old one restarted
+        2-6 s after the promotion rejoins as a replica."""
+        old = self.sentinels.primary()
+        began = time.monotonic()
+        old.kill()
+        answered = self._answered(began, old.port)
+        new = self.sentinels.wait_promoted(old, 60)
+        down = self.rng.uniform(2, 6)
+        self._hold(down)
+        self._revive(old)
+        return {"hit": True, "promoted": True, "old": old.port, "new": new.port,
+                "answered_after": answered, "down_after_promotion": round(down, 2)}
+
+    def sentinel_failover(self) -> dict[str, Any]:
+        """SENTINEL FAILOVER (graceful): a replica is promoted, the old primary demoted."""
+        old = self.sentinels.primary()
+        sentinel = next(x for x in self.sentinels.sentinels if x.alive)
+        began = time.monotonic()
+        with sentinel.client(socket_timeout=5) as c:
+            c.execute_command("SENTINEL", "FAILOVER", self.sentinels.service)
+        answered = self._answered(began, old.port)
+        new = self.sentinels.wait_promoted(old, 60)
+        self.sentinels.wait_healthy(90)  # the old primary replicates the new one
+        return {"hit": True, "promoted": True, "old": old.port, "new": new.port,
+                "answered_after": answered}
+
+    def sentinel_stop(self) -> dict[str, Any]:
+        """SIGSTOP of the primary for 0.5-8 s: Sentinel fails over when it is down longer
+        than down-after (1 s), and turns the old primary into a replica once it is back."""
+        old = self.sentinels.primary()
+        assert old.process is not None
+        seconds = self.rng.uniform(0.5, 8)
+        began = time.monotonic()
+        signal_pid(old.process.pid, signal.SIGSTOP)
+        try:
+            self._hold(seconds)
+        finally:
+            signal_pid(old.process.pid, signal.SIGCONT)
+        answered = self._answered(began)
+        self.sentinels.wait_healthy(90)
+        new = self.sentinels.primary_port()
+        return {"hit": True, "promoted": new != old.port, "old": old.port, "new": new,
+                "seconds": round(seconds, 2), "answered_after": answered}
+
     def heal(self) -> None:
-        """End every fault: Redis running and continued, proxy healed, consumer continued,
-        no worker armed."""
-        if self.server.process is not None and self.server.process.poll() is None:
-            signal_pid(self.server.process.pid, signal.SIGCONT)
-        if not self.server.alive:
-            self.server.restart(timeout=60)
-        self.proxy.heal()
+        """End every fault: Redis running and continued, proxy healed (--sentinel: every
+        data node running and continued, the set healthy), consumer continued, no worker
+        armed."""
+        if self.sentinels is not None:
+            for node in self.sentinels.servers:
+                if node.alive:
+                    signal_pid(node.process.pid, signal.SIGCONT)
+            for node in self.sentinels.servers:
+                if not node.alive:
+                    self._revive(node)
+            self.sentinels.wait_healthy(120)
+        else:
+            if self.server.process is not None and self.server.process.poll() is None:
+                signal_pid(self.server.process.pid, signal.SIGCONT)
+            if not self.server.alive:
+                self.server.restart(timeout=60)
+            self.proxy.heal()
         pid = self.supervisor.pid()
         if pid is not None:
             signal_group(pid, signal.SIGCONT)
@@ -671,9 +837,7 @@ def classify(cause: str) -> str:
 def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run one soak; returns the summary (also in ``out/summary.json``)."""
     import redis
-    from fault_proxy import FaultProxy
     from faults_support import drained
-    from redis_faults import start_durable
 
     from pyspark_ick import Dehydrator
     from pyspark_ick.testing import start_binary, wait_until
@@ -688,21 +852,17 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
     try:
         record_server = start_binary()
         run.on_exit(record_server.stop)
-        server = start_durable()
-        run.on_exit(server.stop)
-        run.on_exit(lambda: server.process is not None and signal_pid(
-            server.process.pid, signal.SIGCONT))
-        assert 6379 not in (record_server.port, server.port)
-        proxy = FaultProxy(server.port)
-        run.on_exit(proxy.close)
+        assert record_server.port not in (6379, 26379)
+        target = start_target(settings, run)
+        server, proxy, sentinels, direct = (target.server, target.proxy, target.sentinels,
+                                            target.direct)
         record = record_server.client()
-        direct = redis.Redis(port=server.port, socket_timeout=10)
         journals = {name: Journal(out / f"{name}.jsonl")
                     for name in ("adds", "faults", "restarts", "parks")}
         for j in journals.values():
             run.on_exit(j.close)
         arm_file = out / "worker.arm"
-        cfg = {"url": proxy.url, "shards": settings.shards, "record_port": record_server.port,
+        cfg = {"url": target.url, "shards": settings.shards, "record_port": record_server.port,
                "checkpoint": str(out / "checkpoint"), "arm_file": str(arm_file),
                "sink_arm": str(out / "sink.arm"),
                "stop_file": str(out / "stop"), "heartbeat": str(out / "heartbeat"),
@@ -716,8 +876,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         for name in ("checkpoint-ick", "checkpoint-dh"):
             shutil.rmtree(out / name, ignore_errors=True)
 
-        clients = [redis.Redis(port=proxy.port, socket_timeout=2, socket_connect_timeout=2)
-                   for _ in range(settings.producers + 1)]
+        clients = [target.client() for _ in range(settings.producers + 1)]
         for c in clients:
             run.on_exit(c.close)
         producers = [make_producer(clients[i], journals["adds"], settings, i)
@@ -729,12 +888,13 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             loops.append(make_parker(dehydrator, journals["parks"], settings))
         supervisor = Supervisor(settings, cfg, out, journals["restarts"])
         run.on_exit(lambda: supervisor.finish(timeout=20))
-        nemesis = Nemesis(settings, server, proxy, supervisor, journals["faults"], arm_file)
+        nemesis = Nemesis(settings, server, proxy, supervisor, journals["faults"], arm_file,
+                          sentinels)
         run.on_exit(nemesis.heal)
         run.on_exit(lambda: nemesis.stop(timeout=30))
 
-        log(f"soak: redis {server.port} behind proxy {proxy.port}, records on "
-            f"{record_server.port}, {settings.minutes} min, seed {settings.seed}, out {out}")
+        log(f"soak: {target.where}, records on {record_server.port}, "
+            f"{settings.minutes} min, seed {settings.seed}, out {out}")
         supervisor.start()
         for loop in loops:
             loop.start()
@@ -796,7 +956,8 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         summary = summarize(settings, journals, deliveries, dh, events, stuck,
                             origin=started, until=until,
                             drain_seconds=drain_seconds, drained=emptied,
-                            proxy_resets=proxy.resets, nemesis_errors=nemesis.errors,
+                            proxy_resets=proxy.resets if proxy is not None else 0,
+                            nemesis_errors=nemesis.errors, servers=target.servers,
                             producer_errors=sum(len(p.errors) for p in loops),
                             producer_error_examples=sorted({e[:200] for p in loops
                                                             for e in p.errors})[:5])
@@ -806,6 +967,68 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
     finally:
         run.close()
         atexit.unregister(run.close)
+
+
+@dataclass
+class Target:
+    """Where the soak's Ick lives: a durable server behind the fault proxy, or (--sentinel)
+    a Sentinel set; ``client()`` makes a producer's client."""
+
+    url: str
+    direct: Any  # a client that no fault touches (the proxy's server; the set's primary)
+    client: Callable[[], Any]
+    where: str
+    servers: str  # the data nodes' settings, for the summary
+    server: Any = None
+    proxy: Any = None
+    sentinels: Any = None
+
+
+def start_target(settings: Settings, run: Run) -> Target:
+    """Start what the Ick lives on (stopped by ``run``'s cleanups)."""
+    import redis
+
+    if settings.sentinel:
+        from pyspark_ick import connect, replication
+        from pyspark_ick.testing import start_sentinels
+
+        sentinels = start_sentinels(replicas=2, sentinels=3)
+        run.on_exit(sentinels.stop)
+        run.on_exit(lambda: [signal_pid(n.process.pid, signal.SIGCONT)
+                             for n in sentinels.servers if n.alive])
+        ports = {n.port for n in [*sentinels.servers, *sentinels.sentinels]}
+        assert not ports & {6379, 26379}, ports
+
+        def producer_client() -> Any:
+            """A client that follows failovers and waits for a replica after each add."""
+            client = connect(sentinels.url, timeout=2.0, retry_timeout=20.0)
+            replication.configure(client, 1, settings.wait_timeout)
+            return client
+
+        nodes = ", ".join(str(n.port) for n in sentinels.servers)
+        watchers = ", ".join(str(n.port) for n in sentinels.sentinels)
+        return Target(sentinels.url, connect(sentinels.url, timeout=10.0), producer_client,
+                      f"Sentinel set: redis {nodes} (primary {sentinels.primary_port()}), "
+                      f"sentinels {watchers}",
+                      "start_sentinels: a primary, 2 replicas, 3 sentinels (down-after 1 s, "
+                      "failover-timeout 2 s); nothing persisted (no AOF, no RDB: "
+                      "start_sentinels takes no server arguments)", sentinels=sentinels)
+    from fault_proxy import FaultProxy
+    from redis_faults import start_durable
+
+    server = start_durable()
+    run.on_exit(server.stop)
+    run.on_exit(lambda: server.process is not None and signal_pid(
+        server.process.pid, signal.SIGCONT))
+    assert server.port not in (6379, 26379)
+    proxy = FaultProxy(server.port)
+    run.on_exit(proxy.close)
+    return Target(proxy.url, redis.Redis(port=server.port, socket_timeout=10),
+                  lambda: redis.Redis(port=proxy.port, socket_timeout=2,
+                                      socket_connect_timeout=2),
+                  f"redis {server.port} behind proxy {proxy.port}",
+                  "one durable redis-server (appendonly, appendfsync always)",
+                  server=server, proxy=proxy)
 
 
 def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[str, Any]:
@@ -872,7 +1095,8 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
 
     adds = [nc.add_of(r) for r in journals["adds"].records]
     faults = journals["faults"].records
-    grace = {k: settings.restart_grace if k in RESTARTING else settings.grace for k in KINDS}
+    grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace
+             for k in ALL_KINDS}
     windows = nc.windows_of(faults, grace, settings.grace)
     result = nc.check(adds, [nc.delivery_of(d) for d in deliveries], windows, until, origin)
     restarts: Counter[str] = Counter()
@@ -889,6 +1113,7 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
         if f.get("in_sink"):
             entry["in_sink"] = entry.get("in_sink", 0) + 1
     summary = {
+        "mode": "sentinel" if settings.sentinel else "proxy",
         "settings": {**asdict(settings), "every": list(settings.every)},
         **result,
         "stuck": stuck,
@@ -902,6 +1127,8 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
         "windows": [list(w) for w in windows],
         **more,
     }
+    if settings.sentinel:
+        summary["failovers"] = failovers(faults)
     if settings.dehydrator:
         summary["dehydrator"] = check_parks(journals["parks"].records, dh, deliveries)
         d = summary["dehydrator"]
@@ -909,17 +1136,37 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
     return summary
 
 
+def failovers(faults: list[dict[str, Any]]) -> dict[str, Any]:
+    """--sentinel: per failover kind, how many were drawn, how many promoted a replica, and
+    the seconds until the primary the sentinels name took a write again (each, and the
+    median and max)."""
+    found: dict[str, Any] = {}
+    for kind in FAILOVERS:
+        mine = [f for f in faults if f["kind"] == kind]
+        times = sorted(f["answered_after"] for f in mine if "answered_after" in f)
+        found[kind] = {"drawn": len(mine), "hit": sum(bool(f.get("hit")) for f in mine),
+                       "promoted": sum(bool(f.get("promoted")) for f in mine),
+                       "answered_after": [f.get("answered_after") for f in mine],
+                       "median": round(statistics.median(times), 2) if times else None,
+                       "max": times[-1] if times else None}
+    return found
+
+
 def table(s: dict[str, Any]) -> str:
     """The summary as a plain-text table."""
     stall, out = s["longest_stall"], s["longest_stall_outside_faults"]
     rows = [
         ("result", "OK" if s["ok"] else "FAILED"),
+        ("mode", s.get("mode", "proxy")),
         ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
         *[(f"  {k}", f"{v['drawn']} ({v['hit']} hit"
            + (f", {v['in_sink']} inside foreachBatch)" if "in_sink" in v else ")"))
           for k, v in sorted(s["faults_by_kind"].items())],
         ("acknowledged adds", s["adds"]),
-        ("lost (I1)", s["lost"]),
+        *([("  kept (a replica confirmed)", s["kept"]),
+           ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})")]
+          if s.get("mode") == "sentinel" else []),
+        ("lost (I1)" + (", kept adds" if s.get("mode") == "sentinel" else ""), s["lost"]),
         ("sink calls / batches", f"{s['sink_calls']} / {s['batches']}"),
         ("replays (differing: I3)", f"{s['replays']} ({len(s['replays_differing'])})"),
         ("empty batches", len(s["empty_batches"])),
@@ -932,6 +1179,11 @@ def table(s: dict[str, Any]) -> str:
         ("restarts", sum(s["restarts_by_cause"].values())),
         *[(f"  {k}", v) for k, v in s["restarts_by_cause"].items()],
     ]
+    if "failovers" in s:
+        rows.append(("failovers (promoted of drawn; s to a write: median, max)", ""))
+        rows += [(f"  {kind}", f"{f['promoted']} of {f['drawn']}" + (
+            f"; {f['median']}, {f['max']}" if f["max"] is not None else ""))
+            for kind, f in s["failovers"].items()]
     if "dehydrator" in s:
         d = s["dehydrator"]
         rows += [("parks", d["parks"]), ("  lost", d["lost"]), ("  released early", d["early"]),
@@ -952,18 +1204,27 @@ def parse(argv: list[str]) -> Settings:
                    help="seconds between faults (min max)")
     p.add_argument("--drain-timeout", type=float, default=180.0)
     p.add_argument("--consumer-id", default="", help="fixed consumerId (default: random)")
-    p.add_argument("--kinds", default="", help=f"comma-separated subset of {','.join(KINDS)}")
+    p.add_argument("--kinds", default="", help=f"comma-separated subset of {','.join(KINDS)}"
+                   f" (--sentinel: of {','.join(SENTINEL_KINDS)})")
     p.add_argument("--dehydrator", action="store_true", help="add the dehydrator loop")
+    p.add_argument("--sentinel", action="store_true",
+                   help="the Ick on a Sentinel set (primary, 2 replicas, 3 sentinels)")
+    p.add_argument("--wait-timeout", type=float, default=2.0,
+                   help="--sentinel: seconds an add waits for a replica")
     p.add_argument("--cluster", action="store_true", help="not implemented")
     a = p.parse_args(argv)
     if a.cluster:
         p.error("--cluster is not implemented yet")
+    if a.sentinel and a.dehydrator:
+        p.error("--sentinel with --dehydrator is not implemented yet")
     kinds = tuple(k for k in a.kinds.split(",") if k)
-    if set(kinds) - set(KINDS):
-        p.error(f"unknown fault kinds {sorted(set(kinds) - set(KINDS))}")
+    allowed = SENTINEL_KINDS if a.sentinel else KINDS
+    if set(kinds) - set(allowed):
+        p.error(f"unknown fault kinds {sorted(set(kinds) - set(allowed))}")
     return Settings(minutes=a.minutes, seed=a.seed, out=a.out, shards=a.shards, rate=a.rate,
                     every=tuple(a.every), drain_timeout=a.drain_timeout,
-                    consumer_id=a.consumer_id, kinds=kinds, dehydrator=a.dehydrator)
+                    consumer_id=a.consumer_id, kinds=kinds, dehydrator=a.dehydrator,
+                    sentinel=a.sentinel, wait_timeout=a.wait_timeout)
 
 
 @contextlib.contextmanager

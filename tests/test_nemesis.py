@@ -4,7 +4,9 @@ faults loses nothing.
 - The checker (tests/nemesis_check.py) on a small synthetic run: I1 holds; removing the
   one delivery of an add, a delivery from an older reservation, or a sink call that ended
   before the add was acknowledged each make I1 fail; a replay with other rows fails I3;
-  duplicates and stalls (outside fault windows) are counted.
+  duplicates and stalls (outside fault windows) are counted; lost counts only kept adds
+  (--sentinel: a replica confirmed them), unkept ones are counted apart.
+- --sentinel without servers: its fault kinds, and the failovers of its summary.
 - The smoke: ~2 minutes of faults (seed 6 draws 8 of the 9 kinds in that time), then the
   drain: 0 lost, 0 stuck, replays identical; then, on that recorded run, removing the
   delivery of one add makes I1 fail and changing a replayed batch makes I3 fail.
@@ -98,6 +100,29 @@ def test_checker_counts_lost_only_among_kept_adds() -> None:
     # Records without ``kept`` (runs before --sentinel) are kept adds.
     record = {"member": "a", "score": 1.0, "shard": 0, "reserved": 0, "at": 1.0}
     assert nc.add_of(record).kept and not nc.add_of({**record, "kept": False}).kept
+
+
+def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
+    """--sentinel (no servers here): its kinds, the proxy's refused; the failovers of the
+    summary and its table rows. The Sentinel soak itself is not in CI (a cold JVM start
+    alone takes most of a minute); its run is in issue 25's note."""
+    settings = nemesis.parse(["--sentinel", "--minutes", "1"])
+    assert settings.sentinel and settings.kinds == ()
+    assert set(nemesis.FAILOVERS) <= set(nemesis.SENTINEL_KINDS)
+    assert not {"redis_kill", "proxy_reset"} & set(nemesis.SENTINEL_KINDS)
+    assert nemesis.parse(["--sentinel", "--kinds", "sentinel_kill"]).kinds == ("sentinel_kill",)
+    for argv in (["--sentinel", "--kinds", "proxy_reset"], ["--kinds", "sentinel_kill"]):
+        with pytest.raises(SystemExit):
+            nemesis.parse(argv)
+    faults = [{"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 2.5},
+              {"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 1.5},
+              {"kind": "sentinel_stop", "hit": True, "promoted": False, "answered_after": 0.7},
+              {"kind": "sentinel_failover", "hit": False, "error": "INPROG"}]
+    found = nemesis.failovers(faults)
+    assert found["sentinel_kill"] | {"answered_after": None} == {
+        "drawn": 2, "hit": 2, "promoted": 2, "answered_after": None, "median": 2.0,
+        "max": 2.5}
+    assert (found["sentinel_stop"]["promoted"], found["sentinel_failover"]["max"]) == (0, None)
 
 
 def test_smoke_soak(tmp_path) -> None:
