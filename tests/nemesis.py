@@ -994,6 +994,7 @@ def start_target(settings: Settings, run: Run) -> Target:
 
         sentinels = start_sentinels(replicas=2, sentinels=3)
         run.on_exit(sentinels.stop)
+        run.on_exit(lambda: keep_logs(sentinels, Path(settings.out).resolve() / "logs"))
         run.on_exit(lambda: [signal_pid(n.process.pid, signal.SIGCONT)
                              for n in sentinels.servers if n.alive])
         ports = {n.port for n in [*sentinels.servers, *sentinels.sentinels]}
@@ -1029,6 +1030,17 @@ def start_target(settings: Settings, run: Run) -> Target:
                   f"redis {server.port} behind proxy {proxy.port}",
                   "one durable redis-server (appendonly, appendfsync always)",
                   server=server, proxy=proxy)
+
+
+def keep_logs(sentinels: Any, into: Path) -> None:
+    """Copy the log of every data node and sentinel (its +switch-master, +failover-state,
+    +convert-to-slave events) into ``into`` before stop() removes their directories."""
+    import shutil
+
+    into.mkdir(parents=True, exist_ok=True)
+    for node in [*sentinels.servers, *sentinels.sentinels]:
+        for log in Path(node.directory or "/nonexistent").glob("*.log"):
+            shutil.copy(log, into / f"{node.port}-{log.name}")
 
 
 def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[str, Any]:
