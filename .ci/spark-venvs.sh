@@ -3,7 +3,7 @@
 # per release under $PYSPARK_ICK_VENVS (default ~/.cache/pyspark-ick/venvs), built once and
 # kept between runs like the Redis server wheels (a venv is complete once it holds
 # .complete: venvs name their own path, so one is built where it stays). This checkout is
-# installed into each, editable and without dependencies, on every run. A release that
+# installed into each, editable, with its own dependencies, on every run. A release that
 # cannot be installed is reported and left out: its matrix row then fails under CI.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +25,7 @@ for pyspark in ${PYSPARK_ICK_SPARKS:-4.0.5 4.1.4}; do
       continue
     fi
   fi
-  "$dir/bin/python" "${pip[@]}" --no-deps --no-build-isolation -e . \
+  # with the checkout's own dependencies (redis, msgpack): a new one reaches a cached venv
+  "$dir/bin/python" "${pip[@]}" --no-build-isolation -e . \
     || echo "pyspark $pyspark: could not install this checkout: its matrix row fails"
 done

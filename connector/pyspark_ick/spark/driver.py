@@ -4,14 +4,27 @@ reserved and committed through them (fenced calls, planned by planning.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from ..lease import Fence, Lease
+from ..numbered_log import Reserved
 from .compat import ReadAllAvailable, ReadLimit, ReadMaxRows
 from .leases import Leases
 from .planning import cap, shares, top_ups
 
-if TYPE_CHECKING:
-    from .source import ShardLog
+
+class ShardLog(Protocol):
+    """One shard's numbered log, as the reader uses it (``reservations.ReservationLog``,
+    ``dehydrator.ClaimLog``)."""
+
+    label: str
+    lease: Lease
+
+    def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved: ...
+    def commit(self, through: int, fence: Fence) -> int: ...
+    def last_committed(self) -> int: ...
+    def repeated(self) -> int: ...
+    def backlog(self) -> int: ...
 
 
 def max_rows(limit: ReadLimit) -> int | None:

@@ -53,7 +53,7 @@ def stopping() -> None:
 
 
 class Leased(Protocol):
-    """What has a lease: a shard log (``source.ShardLog``)."""
+    """What has a lease: a shard log (``driver.ShardLog``)."""
 
     label: str
     lease: Lease

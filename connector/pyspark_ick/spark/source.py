@@ -3,10 +3,10 @@ sources: micro-batches are numbered reservations (claims) per shard.
 
 A source subclasses ``ReservationStreamReader``: ``open_log(shard)`` returns the client
 log of one shard (``reservations.ReservationLog``, ``dehydrator.ClaimLog``: the ``ShardLog``
-protocol below: a label, the shard's ``lease``, fenced ``reserve`` and ``commit``,
-``last_committed``, ``repeated``), ``arrow(shard_log, shard, start, end)`` turns reservations
-``start < r <= end`` into RecordBatches of the source's schema (on the executors), and
-``backlog(shard_log)`` counts the items waiting (Trigger.AvailableNow).
+protocol of driver.py: a label, the shard's ``lease``, fenced ``reserve`` and ``commit``,
+``last_committed``, ``repeated``, ``backlog``), and ``arrow(shard_log, shard, start, end)``
+turns reservations ``start < r <= end`` into RecordBatches of the source's schema (on the
+executors).
 
 The protocol: offsets are ``{"<shard>": last reservation number}``; ``initialOffset`` is
 the last committed number of each shard, so a new query first re-delivers what an earlier
@@ -65,19 +65,17 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from ..connection import ConnectionSpec
-from ..lease import Fence, Lease
-from ..numbered_log import Reserved
 from ..options import Options
 from . import planning
 from .ahead import Ahead
 from .compat import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
-from .driver import Driver, max_rows
+from .driver import Driver, ShardLog, max_rows
 from .leases import Leases, stop_on_sigterm, stopping
 from .planning import ShardRange, ShardRanges, group
 
@@ -108,19 +106,6 @@ def protocol_point(point: str) -> None:
     hook = _hook()
     if hook is not None:
         hook(point)
-
-
-class ShardLog(Protocol):
-    """One shard's reservation or claim log (see the module docstring)."""
-
-    label: str
-    lease: Lease
-
-    def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved: ...
-    def commit(self, through: int, fence: Fence) -> int: ...
-    def last_committed(self) -> int: ...
-    def repeated(self) -> int: ...
-    def backlog(self) -> int: ...
 
 
 @dataclass(frozen=True)
