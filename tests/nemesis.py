@@ -106,6 +106,7 @@ class Settings:
     dehydrator: bool = False
     sentinel: bool = False  # the Ick on a Sentinel set (failovers), not behind the proxy
     wait_timeout: float = 2.0  # --sentinel: seconds each add waits for a replica (WAIT)
+    wait_replicas: int = 1  # --sentinel: replicas each add waits for (2: every replica)
     kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
     grace: float = 20.0  # seconds after a fault still excused from the progress check
     restart_grace: float = 45.0  # the same after a fault that restarts the consumer
@@ -1003,7 +1004,7 @@ def start_target(settings: Settings, run: Run) -> Target:
         def producer_client() -> Any:
             """A client that follows failovers and waits for a replica after each add."""
             client = connect(sentinels.url, timeout=2.0, retry_timeout=20.0)
-            replication.configure(client, 1, settings.wait_timeout)
+            replication.configure(client, settings.wait_replicas, settings.wait_timeout)
             return client
 
         nodes = ", ".join(str(n.port) for n in sentinels.servers)
@@ -1126,6 +1127,7 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
             entry["in_sink"] = entry.get("in_sink", 0) + 1
     summary = {
         "mode": "sentinel" if settings.sentinel else "proxy",
+        "wait_replicas": settings.wait_replicas if settings.sentinel else None,
         "settings": {**asdict(settings), "every": list(settings.every)},
         **result,
         "stuck": stuck,
@@ -1169,7 +1171,8 @@ def table(s: dict[str, Any]) -> str:
     stall, out = s["longest_stall"], s["longest_stall_outside_faults"]
     rows = [
         ("result", "OK" if s["ok"] else "FAILED"),
-        ("mode", s.get("mode", "proxy")),
+        ("mode", s.get("mode", "proxy") + (f", adds wait for {s['wait_replicas']} "
+                                            "replica(s)" if s.get("wait_replicas") else "")),
         ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
         *[(f"  {k}", f"{v['drawn']} ({v['hit']} hit"
            + (f", {v['in_sink']} inside foreachBatch)" if "in_sink" in v else ")"))
@@ -1223,6 +1226,8 @@ def parse(argv: list[str]) -> Settings:
                    help="the Ick on a Sentinel set (primary, 2 replicas, 3 sentinels)")
     p.add_argument("--wait-timeout", type=float, default=2.0,
                    help="--sentinel: seconds an add waits for a replica")
+    p.add_argument("--wait-replicas", type=int, default=1, choices=(1, 2),
+                   help="--sentinel: replicas an add waits for (2: both)")
     p.add_argument("--cluster", action="store_true", help="not implemented")
     a = p.parse_args(argv)
     if a.cluster:
@@ -1236,7 +1241,8 @@ def parse(argv: list[str]) -> Settings:
     return Settings(minutes=a.minutes, seed=a.seed, out=a.out, shards=a.shards, rate=a.rate,
                     every=tuple(a.every), drain_timeout=a.drain_timeout,
                     consumer_id=a.consumer_id, kinds=kinds, dehydrator=a.dehydrator,
-                    sentinel=a.sentinel, wait_timeout=a.wait_timeout)
+                    sentinel=a.sentinel, wait_timeout=a.wait_timeout,
+                    wait_replicas=a.wait_replicas)
 
 
 @contextlib.contextmanager
