@@ -107,6 +107,7 @@ class Settings:
     sentinel: bool = False  # the Ick on a Sentinel set (failovers), not behind the proxy
     wait_timeout: float = 2.0  # --sentinel: seconds each add waits for a replica (WAIT)
     wait_replicas: int = 1  # --sentinel: replicas each add waits for (2: every replica)
+    durable: bool = False  # --sentinel: data nodes with appendonly (a killed one keeps data)
     kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
     grace: float = 20.0  # seconds after a fault still excused from the progress check
     restart_grace: float = 45.0  # the same after a fault that restarts the consumer
@@ -993,7 +994,8 @@ def start_target(settings: Settings, run: Run) -> Target:
         from pyspark_ick import connect, replication
         from pyspark_ick.testing import start_sentinels
 
-        sentinels = start_sentinels(replicas=2, sentinels=3)
+        sentinels = start_sentinels(replicas=2, sentinels=3, args=(
+            ("--appendonly", "yes", "--appendfsync", "always") if settings.durable else ()))
         run.on_exit(sentinels.stop)
         run.on_exit(lambda: keep_logs(sentinels, Path(settings.out).resolve() / "logs"))
         run.on_exit(lambda: [signal_pid(n.process.pid, signal.SIGCONT)
@@ -1013,8 +1015,10 @@ def start_target(settings: Settings, run: Run) -> Target:
                       f"Sentinel set: redis {nodes} (primary {sentinels.primary_port()}), "
                       f"sentinels {watchers}",
                       "start_sentinels: a primary, 2 replicas, 3 sentinels (down-after 1 s, "
-                      "failover-timeout 2 s); nothing persisted (no AOF, no RDB: "
-                      "start_sentinels takes no server arguments)", sentinels=sentinels)
+                      "failover-timeout 2 s); " + (
+                          "appendonly yes, appendfsync always" if settings.durable else
+                          "nothing persisted (no AOF, no RDB: --durable for appendonly)"),
+                      sentinels=sentinels)
     from fault_proxy import FaultProxy
     from redis_faults import start_durable
 
@@ -1228,6 +1232,8 @@ def parse(argv: list[str]) -> Settings:
                    help="--sentinel: seconds an add waits for a replica")
     p.add_argument("--wait-replicas", type=int, default=1, choices=(1, 2),
                    help="--sentinel: replicas an add waits for (2: both)")
+    p.add_argument("--durable", action="store_true",
+                   help="--sentinel: data nodes with appendonly yes, appendfsync always")
     p.add_argument("--cluster", action="store_true", help="not implemented")
     a = p.parse_args(argv)
     if a.cluster:
@@ -1242,7 +1248,7 @@ def parse(argv: list[str]) -> Settings:
                     every=tuple(a.every), drain_timeout=a.drain_timeout,
                     consumer_id=a.consumer_id, kinds=kinds, dehydrator=a.dehydrator,
                     sentinel=a.sentinel, wait_timeout=a.wait_timeout,
-                    wait_replicas=a.wait_replicas)
+                    wait_replicas=a.wait_replicas, durable=a.durable)
 
 
 @contextlib.contextmanager

@@ -511,19 +511,20 @@ class SentinelSet:
 def start_sentinels(replicas: int = 2, sentinels: int = 3, *, service: str = "ick-primary",
                     quorum: int | None = None, down_after_ms: int = 1000,
                     failover_timeout_ms: int = 2000, password: str | None = None,
-                    sentinel_password: str | None = None, binary: str | None = None
-                    ) -> SentinelSet:
+                    sentinel_password: str | None = None, binary: str | None = None,
+                    args: Sequence[str] = ()) -> SentinelSet:
     """A primary, ``replicas`` replicas and ``sentinels`` sentinels monitoring it as
     ``service``, each on a free 127.0.0.1 port; returns once the set is healthy.
 
     ``down_after_ms`` (1000: a kill -9 is noticed in a second) and ``failover_timeout_ms``
     are the sentinels' settings; ``quorum`` defaults to a majority. ``password`` protects
     the data nodes (the sentinels get it as auth-pass), ``sentinel_password`` the sentinels
-    (requirepass, and sentinel-pass between them).
+    (requirepass, and sentinel-pass between them). ``args`` go to every data node (e.g.
+    ``--appendonly yes``: a killed node then restarts with its data).
     """
     auth = ("--requirepass", password, "--masterauth", password) if password else ()
     extra = {"password": password} if password else {}
-    common = ("--repl-diskless-sync-delay", "0", *auth)
+    common = ("--repl-diskless-sync-delay", "0", *auth, *args)
     started: list[RedisServer] = []
     try:
         started.append(start_binary(binary, *common, extra=extra))
