@@ -1115,7 +1115,8 @@ def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list
     grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace
              for k in ALL_KINDS}
     windows = nc.windows_of(faults, grace, settings.grace)
-    result = nc.check(adds, [nc.delivery_of(d) for d in deliveries], windows, until, origin)
+    result = nc.check(adds, [nc.delivery_of(d) for d in deliveries], windows, until, origin,
+                      failovers=settings.sentinel)
     restarts: Counter[str] = Counter()
     for r in journals["restarts"].records:
         restarts[f"process: {classify(r['cause'])}"] += 1

@@ -43,6 +43,14 @@ def test_checker_passes_a_good_run() -> None:
     assert (result["lost"], result["replays"], result["duplicate_rows"]) == (0, 1, 0)
 
 
+def test_an_empty_batch_fails_a_run_unless_failovers_may_lose_a_reservation() -> None:
+    adds, deliveries = synthetic()
+    with_empty = [*deliveries, D(2, [], 9.5, 9.6)]  # a batch whose reservation was lost
+    result = nc.check(adds, with_empty, [], until=10.0)
+    assert not result["ok"] and result["empty_batches"] == [2]
+    assert nc.check(adds, with_empty, [], until=10.0, failovers=True)["ok"]
+
+
 def test_checker_catches_a_removed_delivery() -> None:
     adds, deliveries = synthetic()
     without = [d for d in deliveries if d.batch != 1]
