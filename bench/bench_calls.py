@@ -56,19 +56,27 @@ def server_us(client: Any, commands: tuple[str, ...], run: Callable[[], Any]) ->
     run()
     cpu = (server_cpu(client) - before) * 1e6
     stats = client.info("commandstats")
-    return Spent(float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands)),
-                 cpu)
+    return Spent(float(sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in commands)), cpu)
 
 
-def bulk_rows(report: Report, raw_name: str, name: str, raw: Spent, ours: Spent, items: int,
-              maximum: float | None = None) -> None:
+def bulk_rows(
+    report: Report,
+    raw_name: str,
+    name: str,
+    raw: Spent,
+    ours: Spent,
+    items: int,
+    maximum: float | None = None,
+) -> None:
     """Per item, ours against raw: Redis time, then INFO cpu."""
     report.add(f"{raw_name}, per item", raw.usec / items, "us Redis")
-    report.compare(f"{name}, per item", ours.usec / items, "us Redis", f"{raw_name}, per item",
-                   maximum=maximum)
+    report.compare(
+        f"{name}, per item", ours.usec / items, "us Redis", f"{raw_name}, per item", maximum=maximum
+    )
     report.add(f"{raw_name}, INFO cpu", raw.cpu / items, "us CPU")
-    report.compare(f"{name}, INFO cpu", ours.cpu / items, "us CPU", f"{raw_name}, INFO cpu",
-                   maximum=maximum)
+    report.compare(
+        f"{name}, INFO cpu", ours.cpu / items, "us CPU", f"{raw_name}, INFO cpu", maximum=maximum
+    )
 
 
 def bench_calls(report: Report, client: Any, n: int) -> None:
@@ -78,18 +86,21 @@ def bench_calls(report: Report, client: Any, n: int) -> None:
     d.push("warm", "x", HOUR)
     d.push("kept", "element", HOUR)
     held: list[str] = []
-    times = median_us({
-        "raw": lambda i: client.evalsha(raw_sha, 1, "k"),
-        "Ick.add, one member": lambda i: ick.add({f"m{i}": float(i)}),
-        "Dehydrator.push": lambda i: d.push(f"p{i}", "element", HOUR),
-        "Dehydrator.gidpush": lambda i: d.gidpush("element", HOUR),
-        "Dehydrator.look": lambda i: d.look(f"p{i}"),
-        "Dehydrator.ttn": lambda i: d.ttn(),
-        "Dehydrator.update": lambda i: d.update("kept", f"element {i}"),
-        "Dehydrator.pull": lambda i: d.pull(f"p{i}"),
-        "Ick.reserve(1)": lambda i: held.append(ick.reserve(1)[0][0]),
-        "Ick.commit, one member": lambda i: ick.commit(held.pop()),
-    }, n)
+    times = median_us(
+        {
+            "raw": lambda i: client.evalsha(raw_sha, 1, "k"),
+            "Ick.add, one member": lambda i: ick.add({f"m{i}": float(i)}),
+            "Dehydrator.push": lambda i: d.push(f"p{i}", "element", HOUR),
+            "Dehydrator.gidpush": lambda i: d.gidpush("element", HOUR),
+            "Dehydrator.look": lambda i: d.look(f"p{i}"),
+            "Dehydrator.ttn": lambda i: d.ttn(),
+            "Dehydrator.update": lambda i: d.update("kept", f"element {i}"),
+            "Dehydrator.pull": lambda i: d.pull(f"p{i}"),
+            "Ick.reserve(1)": lambda i: held.append(ick.reserve(1)[0][0]),
+            "Ick.commit, one member": lambda i: ick.commit(held.pop()),
+        },
+        n,
+    )
     report.add("raw EVALSHA round trip", times.pop("raw"), "us")
     for name, us in times.items():
         report.compare(name, us, "us", "raw EVALSHA round trip", maximum=1.3)
@@ -97,14 +108,21 @@ def bench_calls(report: Report, client: Any, n: int) -> None:
 
 def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
     d = Dehydrator(client, "server")
-    raw = server_us(client, ("zadd", "hset"), lambda: [
-        (client.zadd("rawz", {f"r{i}": 1.0}), client.hset("rawh", f"r{i}", "element"))
-        for i in range(n)]).usec
-    push = server_us(client, ("evalsha",),
-                     lambda: [d.push(f"s{i}", "element", HOUR) for i in range(n)]).usec
+    raw = server_us(
+        client,
+        ("zadd", "hset"),
+        lambda: [
+            (client.zadd("rawz", {f"r{i}": 1.0}), client.hset("rawh", f"r{i}", "element"))
+            for i in range(n)
+        ],
+    ).usec
+    push = server_us(
+        client, ("evalsha",), lambda: [d.push(f"s{i}", "element", HOUR) for i in range(n)]
+    ).usec
     report.add("raw ZADD + HSET, one element", raw / n, "us Redis")
-    row = report.compare("dh_push, one element", push / n, "us Redis",
-                         "raw ZADD + HSET, one element")
+    row = report.compare(
+        "dh_push, one element", push / n, "us Redis", "raw ZADD + HSET, one element"
+    )
     row.target, row.ok = "<= 10 us", push / n <= 10
 
     rng = random.Random(7)  # ids as gidpush makes them, 100-byte elements
@@ -112,19 +130,31 @@ def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
     elements = [f'{{"doc": {i}, "body": "{"x" * 80}"}}' for i in range(bulk)]
 
     bulk_d = Dehydrator(client, "bulk")
-    bulk_rows(report, "raw pipelined ZADD + HSET", "dh_push in bulk",
-              server_us(client, ("zadd", "hset"), lambda: raw_push(
-                  client, "rawbulk", ids, elements, redis_ms(client) + 1)),
-              server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk)),
-              bulk, maximum=1.2)
+    bulk_rows(
+        report,
+        "raw pipelined ZADD + HSET",
+        "dh_push in bulk",
+        server_us(
+            client,
+            ("zadd", "hset"),
+            lambda: raw_push(client, "rawbulk", ids, elements, redis_ms(client) + 1),
+        ),
+        server_us(client, ("evalsha",), lambda: bulk_d.park(ids, elements, [1] * bulk)),
+        bulk,
+        maximum=1.2,
+    )
     time.sleep(0.01)  # every element is due
     poll = server_us(client, ("evalsha",), bulk_d.poll).usec
-    raw = server_us(client, ("zrange", "hmget", "zremrangebyrank", "hdel"),
-                    lambda: raw_poll(client, "rawbulk")).usec
-    report.add("raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element", raw / bulk,
-               "us Redis")
-    row = report.compare("poll (dh_take), per element", poll / bulk, "us Redis",
-                         "raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element")
+    raw = server_us(
+        client, ("zrange", "hmget", "zremrangebyrank", "hdel"), lambda: raw_poll(client, "rawbulk")
+    ).usec
+    report.add("raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element", raw / bulk, "us Redis")
+    row = report.compare(
+        "poll (dh_take), per element",
+        poll / bulk,
+        "us Redis",
+        "raw ZRANGE + HMGET + ZREMRANGEBYRANK + HDEL, per element",
+    )
     row.target, row.ok = "<= 1.0 us", poll / bulk <= 1.0
     bench_ickadd(report, client, bulk)
 
@@ -153,9 +183,14 @@ def bench_ickadd(report: Report, client: Any, bulk: int) -> None:
             scripts.queue(pipe, "ickadd", ick.keys.base, [arg])
         pipe.execute()
 
-    bulk_rows(report, "raw pipelined ZADD LT", "ickadd in bulk",
-              server_us(client, ("zadd",), raw_bulk), server_us(client, ("eval",), ickadd),
-              bulk)
+    bulk_rows(
+        report,
+        "raw pipelined ZADD LT",
+        "ickadd in bulk",
+        server_us(client, ("zadd",), raw_bulk),
+        server_us(client, ("eval",), ickadd),
+        bulk,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,7 @@ def raw_zadd(client: Any, key: str, mapping: dict[str, float]) -> None:
     pipe = client.pipeline(transaction=False)
     for start in range(0, len(items), RAW_CHUNK):
         flat: list[Any] = []
-        for member, score in items[start:start + RAW_CHUNK]:
+        for member, score in items[start : start + RAW_CHUNK]:
             flat += (score, member)
         pipe.execute_command("ZADD", key, "LT", *flat)
     pipe.execute()
@@ -58,8 +58,9 @@ def server_cpu(client: Any) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def alternate(client: Any, runs: dict[str, Callable[[str], None]], repeat: int
-              ) -> dict[str, tuple[float, float]]:
+def alternate(
+    client: Any, runs: dict[str, Callable[[str], None]], repeat: int
+) -> dict[str, tuple[float, float]]:
     """Best (wall, CPU) seconds of each run, alternating them; each call gets a fresh key.
 
     CPU is this process's plus the server's: unlike wall time it hardly moves when other
@@ -89,20 +90,28 @@ def bench_add(report: Report, client: Any, n: int, repeat: int, chunks: list[int
     best = alternate(client, runs, repeat)
     raw = "raw pipelined ZADD LT"
     report.add(raw, n / best["raw"][0], "members/s")
-    report.compare(f"Ick.add (CHUNK={bounds.ICK_CHUNK})", n / best["ick"][0], "members/s", raw,
-                   minimum=0.9)
-    report.compare("ShardedIck.add, 4 shards", n / best["sharded"][0], "members/s", raw,
-                   minimum=0.9)
+    report.compare(
+        f"Ick.add (CHUNK={bounds.ICK_CHUNK})", n / best["ick"][0], "members/s", raw, minimum=0.9
+    )
+    report.compare(
+        "ShardedIck.add, 4 shards", n / best["sharded"][0], "members/s", raw, minimum=0.9
+    )
     for size in chunks:
         report.compare(f"Ick.add chunk={size}", n / best[f"ick.{size}"][0], "members/s", raw)
     report.add(f"{raw}, CPU", n / best["raw"][1], "members/cpu-s")
-    report.compare(f"Ick.add (CHUNK={bounds.ICK_CHUNK}), CPU", n / best["ick"][1], "members/cpu-s",
-                   f"{raw}, CPU")
-    report.compare("ShardedIck.add, 4 shards, CPU", n / best["sharded"][1], "members/cpu-s",
-                   f"{raw}, CPU")
+    report.compare(
+        f"Ick.add (CHUNK={bounds.ICK_CHUNK}), CPU",
+        n / best["ick"][1],
+        "members/cpu-s",
+        f"{raw}, CPU",
+    )
+    report.compare(
+        "ShardedIck.add, 4 shards, CPU", n / best["sharded"][1], "members/cpu-s", f"{raw}, CPU"
+    )
     for size in chunks:
-        report.compare(f"Ick.add chunk={size}, CPU", n / best[f"ick.{size}"][1],
-                       "members/cpu-s", f"{raw}, CPU")
+        report.compare(
+            f"Ick.add chunk={size}, CPU", n / best[f"ick.{size}"][1], "members/cpu-s", f"{raw}, CPU"
+        )
 
 
 def bench_park(report: Report, client: Any, n: int, repeat: int) -> None:
@@ -111,17 +120,30 @@ def bench_park(report: Report, client: Any, n: int, repeat: int) -> None:
     ids = [f"{rng.getrandbits(128):032x}" for _ in range(n)]
     elements = [f'{{"doc": {i}, "body": "{"x" * 80}"}}' for i in range(n)]
     due = redis_ms(client) + HOUR
-    best = alternate(client, {
-        "raw": lambda key: raw_push(client, key, ids, elements, due),
-        "park": lambda key: Dehydrator(client, key).park(ids, elements, [HOUR] * n),
-    }, repeat)
+    best = alternate(
+        client,
+        {
+            "raw": lambda key: raw_push(client, key, ids, elements, due),
+            "park": lambda key: Dehydrator(client, key).park(ids, elements, [HOUR] * n),
+        },
+        repeat,
+    )
     raw = "raw pipelined ZADD + HSET"
     report.add(raw, n / best["raw"][0], "elements/s")
-    report.compare(f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK})", n / best["park"][0],
-                   "elements/s", raw, minimum=0.9)
+    report.compare(
+        f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK})",
+        n / best["park"][0],
+        "elements/s",
+        raw,
+        minimum=0.9,
+    )
     report.add(f"{raw}, CPU", n / best["raw"][1], "elements/cpu-s")
-    report.compare(f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK}), CPU",
-                   n / best["park"][1], "elements/cpu-s", f"{raw}, CPU")
+    report.compare(
+        f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK}), CPU",
+        n / best["park"][1],
+        "elements/cpu-s",
+        f"{raw}, CPU",
+    )
 
 
 def _add_chunked(client: Any, key: str, mapping: dict[str, float], size: int) -> None:
@@ -152,8 +174,13 @@ def bench_reserve(report: Report, client: Any, depths: list[int], samples: int) 
     report.add(base, median(times[smallest]) * 1e3, "ms")
     for depth in depths:
         if depth != smallest:
-            report.compare(f"reserve(1000) at {depth:,} queued", median(times[depth]) * 1e3,
-                           "ms", base, maximum=1.5)
+            report.compare(
+                f"reserve(1000) at {depth:,} queued",
+                median(times[depth]) * 1e3,
+                "ms",
+                base,
+                maximum=1.5,
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,10 +194,17 @@ def main(argv: list[str] | None = None) -> int:
     depths = [1_000, 10_000] if args.quick else [1_000, 100_000, 1_000_000]
     samples = 5 if args.quick else 30
     chunks = [int(c) for c in args.chunks.split(",") if c]
-    report = Report("core_quick" if args.quick else "core", params={
-        "n": n, "repeat": repeat, "depths": depths, "samples": samples,
-        "chunk": bounds.ICK_CHUNK, "raw_chunk": RAW_CHUNK,
-    })
+    report = Report(
+        "core_quick" if args.quick else "core",
+        params={
+            "n": n,
+            "repeat": repeat,
+            "depths": depths,
+            "samples": samples,
+            "chunk": bounds.ICK_CHUNK,
+            "raw_chunk": RAW_CHUNK,
+        },
+    )
     with redis_server() as server:
         client = connect(server.url)
         report.params["hiredis"] = _hiredis()

@@ -49,8 +49,9 @@ def redis_ms(client: Any) -> int:
     return seconds * 1000 + micros // 1000
 
 
-def raw_push(client: Any, key: str, ids: list[str], elements: list[str],
-             due: int | list[int]) -> None:
+def raw_push(
+    client: Any, key: str, ids: list[str], elements: list[str], due: int | list[int]
+) -> None:
     """The baseline: ZADD due + HSET elements per 1,000, one pipeline; ``due``: one due
     time for all, or one per element."""
     dues = due if isinstance(due, list) else [due] * len(ids)
@@ -58,9 +59,12 @@ def raw_push(client: Any, key: str, ids: list[str], elements: list[str],
     for start in range(0, len(ids), RAW_CHUNK):
         zargs: list[Any] = []
         hargs: list[Any] = []
-        for id, element, at in zip(ids[start:start + RAW_CHUNK],
-                                   elements[start:start + RAW_CHUNK],
-                                   dues[start:start + RAW_CHUNK], strict=True):
+        for id, element, at in zip(
+            ids[start : start + RAW_CHUNK],
+            elements[start : start + RAW_CHUNK],
+            dues[start : start + RAW_CHUNK],
+            strict=True,
+        ):
             zargs += (at, id)
             hargs += (id, element)
         pipe.execute_command("ZADD", f"{key}:due", *zargs)
@@ -73,8 +77,14 @@ def raw_poll(client: Any, key: str) -> int:
     round trip, their elements, and both removed (the ids are the lowest ranks)."""
     taken = 0
     while True:
-        ids = client.zrange(f"{key}:due", "-inf", redis_ms(client), byscore=True, offset=0,
-                            num=bounds.ITEMS_PER_CALL)
+        ids = client.zrange(
+            f"{key}:due",
+            "-inf",
+            redis_ms(client),
+            byscore=True,
+            offset=0,
+            num=bounds.ITEMS_PER_CALL,
+        )
         if not ids:
             return taken
         pipe = client.pipeline(transaction=False)
@@ -98,17 +108,26 @@ def bench_client(report: Report, client: Any, n: int, singles: int, repeat: int)
     ids = [f"id:{i}" for i in range(n)]
     elements = [f"doc:{i}" for i in range(n)]
     many = [HOUR + i % 10_000 for i in range(n)]  # 10,000 distinct TTLs
-    best = best_alternating({
-        "raw": lambda key: raw_push(client, key, ids, elements, redis_ms(client) + HOUR),
-        "park": lambda key: Dehydrator(client, key).park(ids, elements, [HOUR] * n),
-        "park_many": lambda key: Dehydrator(client, key).park(ids, elements, many),
-    }, repeat, client.flushall)
+    best = best_alternating(
+        {
+            "raw": lambda key: raw_push(client, key, ids, elements, redis_ms(client) + HOUR),
+            "park": lambda key: Dehydrator(client, key).park(ids, elements, [HOUR] * n),
+            "park_many": lambda key: Dehydrator(client, key).park(ids, elements, many),
+        },
+        repeat,
+        client.flushall,
+    )
     raw = "raw pipelined ZADD + HSET"
     report.add(raw, n / best["raw"], "elements/s")
-    report.compare(f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK}), pipelined",
-                   n / best["park"], "elements/s", raw)
-    report.compare("Dehydrator.park, 10,000 distinct TTLs", n / best["park_many"],
-                   "elements/s", raw)
+    report.compare(
+        f"Dehydrator.park (chunk {bounds.DEHYDRATOR_CHUNK}), pipelined",
+        n / best["park"],
+        "elements/s",
+        raw,
+    )
+    report.compare(
+        "Dehydrator.park, 10,000 distinct TTLs", n / best["park_many"], "elements/s", raw
+    )
     report.params["push_many_ttls_vs_one"] = best["park"] / best["park_many"]
 
     for name, value in REDE.items():
@@ -116,13 +135,17 @@ def bench_client(report: Report, client: Any, n: int, singles: int, repeat: int)
     client.flushall()
     d = Dehydrator(client, "singles")
     seconds = timed(lambda: [d.push(ids[i], elements[i], HOUR) for i in range(singles)])
-    report.compare("Dehydrator.push, one round trip each", singles / seconds, "push/s",
-                   "ReDe PUSH (published)")
+    report.compare(
+        "Dehydrator.push, one round trip each", singles / seconds, "push/s", "ReDe PUSH (published)"
+    )
     client.flushall()
-    seconds = timed(lambda: Dehydrator(client, "singles").park(ids, elements, [HOUR] * n,
-                                                               chunk=1))
-    report.compare("dh_push per element, pipelined", n / seconds, "push/s",
-                   "ReDe redis-benchmark PUSH (published)")
+    seconds = timed(lambda: Dehydrator(client, "singles").park(ids, elements, [HOUR] * n, chunk=1))
+    report.compare(
+        "dh_push per element, pipelined",
+        n / seconds,
+        "push/s",
+        "ReDe redis-benchmark PUSH (published)",
+    )
 
     # poll: every element already due; "TTLs" are distinct due times in the past, the same
     # for the raw baseline (distinct due times cost Redis too: raw 0.77-0.86x of 1 TTL)
@@ -142,23 +165,33 @@ def bench_client(report: Report, client: Any, n: int, singles: int, repeat: int)
             poll_best = min(poll_best, timed(lambda d=d, g=got: g.extend(d.poll())))
             assert len(got) == n
         report.add(f"raw poll ({label})", n / raw_best, "elements/s")
-        report.compare(f"Dehydrator.poll ({label})", n / poll_best, "elements/s",
-                       f"raw poll ({label})")
+        report.compare(
+            f"Dehydrator.poll ({label})", n / poll_best, "elements/s", f"raw poll ({label})"
+        )
         if ttls == 1:
-            report.compare("Dehydrator.poll vs ReDe POLL", n / poll_best, "elements/s",
-                           "ReDe POLL (published)")
+            report.compare(
+                "Dehydrator.poll vs ReDe POLL", n / poll_best, "elements/s", "ReDe POLL (published)"
+            )
             report.add("poll at 1 TTL", n / poll_best, "elements/s")
         else:
-            report.compare("poll at 10,000 TTLs vs 1 TTL", n / poll_best, "elements/s",
-                           "poll at 1 TTL", minimum=0.8)
+            report.compare(
+                "poll at 10,000 TTLs vs 1 TTL",
+                n / poll_best,
+                "elements/s",
+                "poll at 1 TTL",
+                minimum=0.8,
+            )
     client.flushall()
 
 
 def bench_sink(report: Report, spark: Any, client: Any, url: str, rows: int) -> None:
     """The sink with the raw baseline's ids in a column (the same work), and with ids
     generated from the elements (content_id: a hash per row on the tasks)."""
-    given = spark.range(rows).selectExpr("concat('id:', id) AS id",
-                                         "concat('doc:', id) AS element").cache()
+    given = (
+        spark.range(rows)
+        .selectExpr("concat('id:', id) AS id", "concat('doc:', id) AS element")
+        .cache()
+    )
     given.count()
     generated = given.select("element")
     ids = [f"id:{i}" for i in range(rows)]
@@ -166,30 +199,53 @@ def bench_sink(report: Report, spark: Any, client: Any, url: str, rows: int) -> 
     best = {"raw": float("inf"), "given": float("inf"), "generated": float("inf")}
     for rep in range(2):
         client.flushall()
-        best["raw"] = min(best["raw"], timed(
-            lambda: raw_push(client, "raw", ids, elements, redis_ms(client) + HOUR)))
+        best["raw"] = min(
+            best["raw"],
+            timed(lambda: raw_push(client, "raw", ids, elements, redis_ms(client) + HOUR)),
+        )
         for kind, df in (("given", given), ("generated", generated)):
             client.flushall()
-            best[kind] = min(best[kind], timed(
-                lambda d=df, name=f"{kind}{rep}": d.write.format("dehydrator")
-                .option("redis.url", url).option("dehydrator", name).option("delay", "1h")
-                .mode("append").save()))
+            best[kind] = min(
+                best[kind],
+                timed(
+                    lambda d=df, name=f"{kind}{rep}": (
+                        d.write.format("dehydrator")
+                        .option("redis.url", url)
+                        .option("dehydrator", name)
+                        .option("delay", "1h")
+                        .mode("append")
+                        .save()
+                    )
+                ),
+            )
             assert Dehydrator(client, f"{kind}{rep}").size() == rows
     client.flushall()
     given.unpersist()
     base = "raw pipelined ZADD + HSET, 1 client"
     report.add(base, rows / best["raw"], "elements/s")
-    report.compare(f"Spark sink, {rows:,} rows with ids, local[2]", rows / best["given"],
-                   "elements/s", base, minimum=0.9)
-    report.compare(f"Spark sink, {rows:,} rows, ids generated", rows / best["generated"],
-                   "elements/s", base)
+    report.compare(
+        f"Spark sink, {rows:,} rows with ids, local[2]",
+        rows / best["given"],
+        "elements/s",
+        base,
+        minimum=0.9,
+    )
+    report.compare(
+        f"Spark sink, {rows:,} rows, ids generated", rows / best["generated"], "elements/s", base
+    )
     report.add("target: 10x ReDe PUSH", 230_000, "elements/s")
-    report.compare("Spark sink (ids generated) vs target", rows / best["generated"],
-                   "elements/s", "target: 10x ReDe PUSH", minimum=1.0)
+    report.compare(
+        "Spark sink (ids generated) vs target",
+        rows / best["generated"],
+        "elements/s",
+        "target: 10x ReDe PUSH",
+        minimum=1.0,
+    )
 
 
-def bench_source(report: Report, spark: Any, client: Any, url: str, rows: int,
-                 spread_ms: int) -> None:
+def bench_source(
+    report: Report, spark: Any, client: Any, url: str, rows: int, spread_ms: int
+) -> None:
     d = Dehydrator(client, "released", 2)
     n = 0
     for start in range(0, rows, 100_000):
@@ -197,19 +253,30 @@ def bench_source(report: Report, spark: Any, client: Any, url: str, rows: int,
         d.park([f"id:{i}" for i in chunk], [f"doc:{i}" for i in chunk], [0] * len(chunk))
         n += len(chunk)
     with tempfile.TemporaryDirectory() as ckpt:
-        query = (spark.readStream.format("dehydrator").option("redis.url", url)
-                 .option("dehydrator", "released").option("shards", 2)
-                 .option("maxElementsPerTrigger", 100_000).load()
-                 .writeStream.format("noop").trigger(availableNow=True)
-                 .option("checkpointLocation", ckpt).start())
+        query = (
+            spark.readStream.format("dehydrator")
+            .option("redis.url", url)
+            .option("dehydrator", "released")
+            .option("shards", 2)
+            .option("maxElementsPerTrigger", 100_000)
+            .load()
+            .writeStream.format("noop")
+            .trigger(availableNow=True)
+            .option("checkpointLocation", ckpt)
+            .start()
+        )
         seconds = timed(lambda: query.awaitTermination(600))
         batches = [p for p in query.recentProgress if p["numInputRows"]]
     assert d.size() == 0
-    report.add(f"Spark source release, {n:,} due, AvailableNow, end to end", n / seconds,
-               "elements/s")
+    report.add(
+        f"Spark source release, {n:,} due, AvailableNow, end to end", n / seconds, "elements/s"
+    )
     busy = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
-    report.add(f"Spark source release, per batch time ({len(batches)} batches)",
-               sum(p["numInputRows"] for p in batches) / busy, "elements/s")
+    report.add(
+        f"Spark source release, per batch time ({len(batches)} batches)",
+        sum(p["numInputRows"] for p in batches) / busy,
+        "elements/s",
+    )
 
     lateness: list[float] = []
     lock = threading.Lock()
@@ -223,23 +290,38 @@ def bench_source(report: Report, spark: Any, client: Any, url: str, rows: int,
     d = Dehydrator(client, "lateness", 2)
     count = 2000
     with tempfile.TemporaryDirectory() as ckpt:
-        query = (spark.readStream.format("dehydrator").option("redis.url", url)
-                 .option("dehydrator", "lateness").option("shards", 2).load()
-                 .writeStream.foreachBatch(sink).trigger(processingTime="0 seconds")
-                 .option("checkpointLocation", ckpt).start())
+        query = (
+            spark.readStream.format("dehydrator")
+            .option("redis.url", url)
+            .option("dehydrator", "lateness")
+            .option("shards", 2)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .trigger(processingTime="0 seconds")
+            .option("checkpointLocation", ckpt)
+            .start()
+        )
         deadline = time.monotonic() + 120
         while query.lastProgress is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        d.park([f"l{i}" for i in range(count)], [f"doc:{i}" for i in range(count)],
-               [1000 + i * spread_ms // count for i in range(count)])
+        d.park(
+            [f"l{i}" for i in range(count)],
+            [f"doc:{i}" for i in range(count)],
+            [1000 + i * spread_ms // count for i in range(count)],
+        )
         deadline = time.monotonic() + spread_ms / 1000 + 120
         while len(lateness) < count and time.monotonic() < deadline:
             time.sleep(0.1)
         query.stop()
     report.add("release lateness p50", percentile(lateness, 0.5), "ms")
     report.add("target: lateness p99", 1000, "ms")
-    report.compare("release lateness p99", percentile(lateness, 0.99), "ms",
-                   "target: lateness p99", maximum=1.0)
+    report.compare(
+        "release lateness p99",
+        percentile(lateness, 0.99),
+        "ms",
+        "target: lateness p99",
+        maximum=1.0,
+    )
     report.params["lateness_samples"] = len(lateness)
 
 
@@ -256,10 +338,18 @@ def main(argv: list[str] | None = None) -> int:
     spread_ms = 3_000 if args.quick else 10_000
     repeat = args.repeat or (2 if args.quick else 3)
     name = "dehydrator_quick" if args.quick else "dehydrator"
-    report = Report(name + "_sink" if args.sink_only else name, params={
-        "n": n, "singles": singles, "sink_rows": sink_rows, "source_rows": source_rows,
-        "spread_ms": spread_ms, "repeat": repeat, "chunk": bounds.DEHYDRATOR_CHUNK,
-    })
+    report = Report(
+        name + "_sink" if args.sink_only else name,
+        params={
+            "n": n,
+            "singles": singles,
+            "sink_rows": sink_rows,
+            "source_rows": source_rows,
+            "spread_ms": spread_ms,
+            "repeat": repeat,
+            "chunk": bounds.DEHYDRATOR_CHUNK,
+        },
+    )
     with redis_server() as server:
         client = connect(server.url)
         if not args.sink_only:

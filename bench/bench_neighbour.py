@@ -105,8 +105,15 @@ DRAIN_RATIO, WRITER_RATIO = 0.7, 0.9
 TTL_MS = 600_000
 HOUR_MS = 3_600_000
 PHASES = ("drain", "write", "park", "client", "memory", "sweep")  # --phases
-SWEPT = ("rlog_reserve", "log_read", "rlog_commit", "dh_claim", "dh_commit", "ickadd",
-         "dh_push")  # the scripts whose work grows with ITEMS_PER_CALL (or the chunk)
+SWEPT = (
+    "rlog_reserve",
+    "log_read",
+    "rlog_commit",
+    "dh_claim",
+    "dh_commit",
+    "ickadd",
+    "dh_push",
+)  # the scripts whose work grows with ITEMS_PER_CALL (or the chunk)
 MOVERS = ("rlog_reserve", "dh_claim (dehydrator)")  # bound by MOVES_PER_CALL instead
 OWN_COMMANDS = {"SLOWLOG", "INFO", "CONFIG", "PING", "CLIENT", "HELLO"}  # the bench's own
 
@@ -166,8 +173,11 @@ class Probe:
         context = mp.get_context("spawn")  # no fork of a process that holds a JVM gateway
         self.conn, child = context.Pipe()
         self.process = context.Process(
-            target=probe_main, args=(child, server.host, server.port, gap_us / 1e6),
-            name="neighbour-probe", daemon=True)
+            target=probe_main,
+            args=(child, server.host, server.port, gap_us / 1e6),
+            name="neighbour-probe",
+            daemon=True,
+        )
         self.process.start()
         child.close()
 
@@ -248,8 +258,12 @@ def quantiles(values: np.ndarray) -> dict[str, float]:
     if not len(values):
         return dict.fromkeys(("p50", "p99", "p99.9", "max"), float("nan"))
     q = np.percentile(values, [50, 99, 99.9], method="nearest")
-    return {"p50": float(q[0]), "p99": float(q[1]), "p99.9": float(q[2]),
-            "max": float(values.max())}
+    return {
+        "p50": float(q[0]),
+        "p99": float(q[1]),
+        "p99.9": float(q[2]),
+        "max": float(values.max()),
+    }
 
 
 # --- SLOWLOG: the longest calls and what they were --------------------------------------
@@ -271,8 +285,11 @@ class Call:
 
 def script_names() -> dict[str, str]:
     """EVALSHA sha -> script name, for every script of lua/."""
-    return {scripts.sha(path.stem): path.stem for path in scripts.lua_dir().glob("*.lua")
-            if path.stem != scripts.PRELUDE}
+    return {
+        scripts.sha(path.stem): path.stem
+        for path in scripts.lua_dir().glob("*.lua")
+        if path.stem != scripts.PRELUDE
+    }
 
 
 def short(arg: bytes, width: int = 24) -> str:
@@ -280,7 +297,7 @@ def short(arg: bytes, width: int = 24) -> str:
     text = arg.decode("utf-8", "replace")
     if not text.isprintable():
         return f"<{len(arg)} bytes>"
-    return text if len(text) <= width else text[:width - 1] + "~"
+    return text if len(text) <= width else text[: width - 1] + "~"
 
 
 def parse_call(entry: list[Any], names: dict[str, str]) -> Call:
@@ -289,7 +306,7 @@ def parse_call(entry: list[Any], names: dict[str, str]) -> Call:
     command = args[0].decode().upper()
     if command == "EVALSHA" and len(args) > 2:
         numkeys = int(args[2])
-        argv = args[3 + numkeys:]
+        argv = args[3 + numkeys :]
         detail = f"{numkeys} keys; ARGV " + " ".join(short(a) for a in argv[:8])
         return Call(int(entry[2]), names.get(args[1].decode(), "EVALSHA ?"), detail)
     return Call(int(entry[2]), command, " ".join(short(a) for a in args[1:4]))
@@ -301,8 +318,11 @@ def slowlog(client: Any, names: dict[str, str]) -> list[Call]:
     entries = client.execute_command("SLOWLOG", "GET", "-1")
     client.slowlog_reset()
     calls = [parse_call(e, names) for e in entries]
-    calls = [c for c in calls if c.name not in OWN_COMMANDS
-             and not (c.name == "GET" and c.detail == PROBE_KEY.decode())]
+    calls = [
+        c
+        for c in calls
+        if c.name not in OWN_COMMANDS and not (c.name == "GET" and c.detail == PROBE_KEY.decode())
+    ]
     return sorted(calls, key=lambda c: -c.micros)
 
 
@@ -345,15 +365,21 @@ class Phase:
     def json(self) -> dict[str, Any]:
         """The phase for the JSON file."""
         samples = sum(len(x) for x in self.latencies)
-        return {"probe_ms": self.probe, "probe_samples": samples,
-                "probe_rate": samples / sum(self.walls) if self.walls else 0.0,
-                "wall_s": self.walls, "busy_s": self.busy, "items": self.items,
-                "redis_cpu_s": self.cpu, "redis_run_queue_wait_s": self.waited,
-                "host_steal_s": self.stolen,
-                "slowlog_entries": self.logged,
-                "script_calls_logged": self.scripts,
-                f"script_calls_over_{LONGEST_CALL_MS:g}_ms": self.scripts_over,
-                "slowest": [vars(c) for c in self.calls]}
+        return {
+            "probe_ms": self.probe,
+            "probe_samples": samples,
+            "probe_rate": samples / sum(self.walls) if self.walls else 0.0,
+            "wall_s": self.walls,
+            "busy_s": self.busy,
+            "items": self.items,
+            "redis_cpu_s": self.cpu,
+            "redis_run_queue_wait_s": self.waited,
+            "host_steal_s": self.stolen,
+            "slowlog_entries": self.logged,
+            "script_calls_logged": self.scripts,
+            f"script_calls_over_{LONGEST_CALL_MS:g}_ms": self.scripts_over,
+            "slowest": [vars(c) for c in self.calls],
+        }
 
 
 @dataclass
@@ -440,8 +466,12 @@ def run_available_now(reader: Any) -> tuple[float, int]:
     """Drain ``reader`` (a streaming DataFrame) into the noop sink with Trigger.AvailableNow;
     returns (seconds in micro-batches, rows delivered), from the query's progress."""
     with tempfile.TemporaryDirectory(prefix="bench-ckpt-") as checkpoint:
-        query = (reader.writeStream.format("noop").trigger(availableNow=True)
-                 .option("checkpointLocation", checkpoint).start())
+        query = (
+            reader.writeStream.format("noop")
+            .trigger(availableNow=True)
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
         query.awaitTermination()
         progress = query.recentProgress
     busy = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
@@ -454,8 +484,7 @@ def drain(lab: Lab, n: int, shards: int, rep: int) -> None:
     stream = lab.phase(f"drain{shards}", f"(a) readStream drain, {shards} shard(s)")
     with reader_shards(shards):
         bench_reader.load(lab.client, f"raw{shards}.{rep}", n)
-        got = measure(lab, raw, lambda: bench_reader.raw_drain(lab.client,
-                                                                f"raw{shards}.{rep}"))
+        got = measure(lab, raw, lambda: bench_reader.raw_drain(lab.client, f"raw{shards}.{rep}"))
         assert got == n, (got, n)
         raw.items, raw.busy = n, raw.walls
         name = f"drain{shards}.{rep}"
@@ -470,8 +499,11 @@ def drain(lab: Lab, n: int, shards: int, rep: int) -> None:
 
 def writer_frame(spark: Any, n: int) -> Any:
     """bench_writer's DataFrame: ``doc:<id>`` and a score, cached and counted."""
-    df = spark.range(n).selectExpr("concat('doc:', id) AS member",
-                                   "CAST(id % 9973 AS DOUBLE) AS score").cache()
+    df = (
+        spark.range(n)
+        .selectExpr("concat('doc:', id) AS member", "CAST(id % 9973 AS DOUBLE) AS score")
+        .cache()
+    )
     assert df.count() == n
     return df
 
@@ -483,8 +515,17 @@ def write(lab: Lab, df: Any, n: int, mapping: dict[str, float], rep: int) -> str
     measure(lab, raw, lambda: raw_zadd(lab.client, f"rawzadd.{rep}", mapping))
     lab.client.unlink(f"rawzadd.{rep}")
     name = f"written.{rep}"
-    measure(lab, sink, lambda: df.write.format("ick").option("redis.url", lab.url)
-            .option("ick", name).mode("append").save())
+    measure(
+        lab,
+        sink,
+        lambda: (
+            df.write.format("ick")
+            .option("redis.url", lab.url)
+            .option("ick", name)
+            .mode("append")
+            .save()
+        ),
+    )
     assert ShardedIck(lab.client, name).stats()["total_size"] == n
     raw.items = sink.items = n
     raw.busy, sink.busy = raw.walls, sink.walls
@@ -494,8 +535,17 @@ def write(lab: Lab, df: Any, n: int, mapping: dict[str, float], rep: int) -> str
 def snapshot(lab: Lab, name: str, n: int) -> None:
     """(c): count a snapshot of Ick ``name``."""
     phase = lab.phase("snapshot", '(c) spark.read.format("ick") count')
-    got = measure(lab, phase, lambda: lab.spark.read.format("ick")
-                  .option("redis.url", lab.url).option("ick", name).load().count())
+    got = measure(
+        lab,
+        phase,
+        lambda: (
+            lab.spark.read.format("ick")
+            .option("redis.url", lab.url)
+            .option("ick", name)
+            .load()
+            .count()
+        ),
+    )
     assert got == n, (got, n)
     phase.items, phase.busy = n, phase.walls
 
@@ -518,19 +568,37 @@ def dehydrate(lab: Lab, n: int, rep: int) -> int:
     with readStream AvailableNow; returns the bytes the park added to Redis."""
     park = lab.phase("park", '(d) df.write.format("dehydrator")')
     release = lab.phase("release", '(d) readStream.format("dehydrator")')
-    df = lab.spark.range(n).selectExpr(
-        "concat('doc:', id) AS element",
-        f"CAST(IF(id % 2 = 0, 0, {HOUR_MS}) AS BIGINT) AS delayMs").cache()
+    df = (
+        lab.spark.range(n)
+        .selectExpr(
+            "concat('doc:', id) AS element",
+            f"CAST(IF(id % 2 = 0, 0, {HOUR_MS}) AS BIGINT) AS delayMs",
+        )
+        .cache()
+    )
     assert df.count() == n
     name = f"parked.{rep}"
     before = used_memory(lab.admin)
-    measure(lab, park, lambda: df.write.format("dehydrator").option("redis.url", lab.url)
-            .option("dehydrator", name).mode("append").save())
+    measure(
+        lab,
+        park,
+        lambda: (
+            df.write.format("dehydrator")
+            .option("redis.url", lab.url)
+            .option("dehydrator", name)
+            .mode("append")
+            .save()
+        ),
+    )
     added = used_memory(lab.admin) - before
     df.unpersist()
     assert Dehydrator(lab.client, name).size() == n
-    reader = (lab.spark.readStream.format("dehydrator").option("redis.url", lab.url)
-              .option("dehydrator", name).load())
+    reader = (
+        lab.spark.readStream.format("dehydrator")
+        .option("redis.url", lab.url)
+        .option("dehydrator", name)
+        .load()
+    )
     busy, rows = measure(lab, release, lambda: run_available_now(reader))
     assert rows == n // 2 + n % 2, (rows, n)
     park.items, park.busy = n, park.walls
@@ -547,20 +615,25 @@ def warm_up(lab: Lab, n: int) -> None:
     four."""
     with reader_shards(8):
         bench_reader.load(lab.client, "warm", n)
-        run_available_now(bench_reader.stream(lab.spark, lab.url, "warm",
-                                              minMembersPerPartition=n // 8))
+        run_available_now(
+            bench_reader.stream(lab.spark, lab.url, "warm", minMembersPerPartition=n // 8)
+        )
     df = writer_frame(lab.spark, n)
-    df.write.format("ick").option("redis.url", lab.url).option("ick", "warmw") \
-        .mode("append").save()
+    df.write.format("ick").option("redis.url", lab.url).option("ick", "warmw").mode("append").save()
     df.unpersist()
-    lab.spark.read.format("ick").option("redis.url", lab.url).option("ick", "warmw") \
-        .load().count()
-    lab.spark.range(n).selectExpr("concat('doc:', id) AS element").write \
-        .format("dehydrator").option("redis.url", lab.url).option("dehydrator", "warmd") \
-        .option("delay", "0ms").mode("append").save()
-    run_available_now(lab.spark.readStream.format("dehydrator")
-                      .option("redis.url", lab.url).option("dehydrator", "warmd")
-                      .option("minElementsPerPartition", n // 8).load())
+    lab.spark.read.format("ick").option("redis.url", lab.url).option("ick", "warmw").load().count()
+    lab.spark.range(n).selectExpr("concat('doc:', id) AS element").write.format(
+        "dehydrator"
+    ).option("redis.url", lab.url).option("dehydrator", "warmd").option("delay", "0ms").mode(
+        "append"
+    ).save()
+    run_available_now(
+        lab.spark.readStream.format("dehydrator")
+        .option("redis.url", lab.url)
+        .option("dehydrator", "warmd")
+        .option("minElementsPerPartition", n // 8)
+        .load()
+    )
     lab.admin.flushall()
 
 
@@ -569,10 +642,16 @@ def client_writes(lab: Lab, n: int, mapping: dict[str, float], rep: int) -> None
     ids = list(mapping)
     for key, name, write in [
         ("client_add", "(e) Ick.add", lambda: Ick(lab.client, f"cadd.{rep}").add(mapping)),
-        ("client_sharded", "(e) ShardedIck.add, 8 shards",
-         lambda: ShardedIck(lab.client, f"csh.{rep}", 8).add(mapping)),
-        ("client_park", "(e) Dehydrator.park",
-         lambda: Dehydrator(lab.client, f"cpark.{rep}").park(ids, ids, [HOUR_MS] * n)),
+        (
+            "client_sharded",
+            "(e) ShardedIck.add, 8 shards",
+            lambda: ShardedIck(lab.client, f"csh.{rep}", 8).add(mapping),
+        ),
+        (
+            "client_park",
+            "(e) Dehydrator.park",
+            lambda: Dehydrator(lab.client, f"cpark.{rep}").park(ids, ids, [HOUR_MS] * n),
+        ),
     ]:
         phase = lab.phase(key, name)
         measure(lab, phase, write)
@@ -618,8 +697,10 @@ def bench_memory(lab: Lab, n: int) -> dict[str, float]:
     start = used_memory(admin)
     ick = ShardedIck(lab.client, "memory")
     for first in range(0, n, 50_000):
-        ick.add_pairs(members[first:first + 50_000],
-                      [float(i) for i in range(first, min(n, first + 50_000))])
+        ick.add_pairs(
+            members[first : first + 50_000],
+            [float(i) for i in range(first, min(n, first + 50_000))],
+        )
     queued = used_memory(admin)
     log = ReservationLog(lab.client, "memory")
     token = log.lease.acquire("bench", TTL_MS)
@@ -628,8 +709,12 @@ def bench_memory(lab: Lab, n: int) -> dict[str, float]:
     reserved = used_memory(admin)
     admin.flushall()
     lab.log_slow_calls()
-    return {"queued": (queued - start) / n, "reserved": (reserved - start) / n,
-            "reserve_adds": (reserved - queued) / n, "member_bytes": len(members[-1])}
+    return {
+        "queued": (queued - start) / n,
+        "reserved": (reserved - start) / n,
+        "reserve_adds": (reserved - queued) / n,
+        "member_bytes": len(members[-1]),
+    }
 
 
 # --- ITEMS_PER_CALL and MOVES_PER_CALL: call durations per size -------------------------
@@ -692,23 +777,23 @@ def sweep_writers(lab: Lab, size: int, calls: int) -> dict[str, list[int]]:
     ``calls`` dh_push calls of ``size`` elements (due in an hour) into "sweepdh"."""
     members = [f"w{size}:{1_000_000 + i}" for i in range(size * calls)]
     lab.admin.slowlog_reset()
-    ShardedIck(lab.client, "sweep").add_pairs(members, [float(i % 9973) for i in
-                                                        range(len(members))], chunk=size)
-    Dehydrator(lab.client, "sweepdh").park(members, members, [HOUR_MS] * len(members),
-                                           chunk=size)
+    ShardedIck(lab.client, "sweep").add_pairs(
+        members, [float(i % 9973) for i in range(len(members))], chunk=size
+    )
+    Dehydrator(lab.client, "sweepdh").park(members, members, [HOUR_MS] * len(members), chunk=size)
     return durations(lab)
 
 
-def bench_sweep(lab: Lab, depth: int, sizes: list[int], calls: int
-                ) -> dict[str, dict[int, list[int]]]:
+def bench_sweep(
+    lab: Lab, depth: int, sizes: list[int], calls: int
+) -> dict[str, dict[int, list[int]]]:
     """Script call durations (us) per members-per-call value: script -> size -> calls."""
     lab.admin.flushall()
     need = calls * sum(sizes)
     with reader_shards(1):
         bench_reader.load(lab.client, "sweep", max(depth, need))
     ids = [f"id:{i}" for i in range(need)]
-    Dehydrator(lab.client, "sweepdh").park(ids, [f"doc:{i}" for i in range(need)],
-                                           [0] * need)
+    Dehydrator(lab.client, "sweepdh").park(ids, [f"doc:{i}" for i in range(need)], [0] * need)
     lab.admin.config_set("slowlog-log-slower-than", 0)  # no probe now: log every call
     table: dict[str, dict[int, list[int]]] = {}
     for size in sizes:
@@ -735,22 +820,30 @@ def per_member_fit(by_size: dict[int, list[int]]) -> tuple[float, float]:
     return float(fixed), float(slope)
 
 
-def recommend(table: dict[str, dict[int, list[int]]], budget_ms: float = CALL_BUDGET_MS
-              ) -> dict[str, Any]:
+def recommend(
+    table: dict[str, dict[int, list[int]]], budget_ms: float = CALL_BUDGET_MS
+) -> dict[str, Any]:
     """The largest swept size whose p90 call of every swept script stays within
     ``budget_ms``, and the size the fitted lines give for it (rounded down to 250)."""
     sizes = sorted({s for by in table.values() for s in by})
     fits = {name: per_member_fit(by) for name, by in table.items()}
-    within = [s for s in sizes if all(p90(by[s]) <= budget_ms * 1000
-                                      for by in table.values() if s in by)]
-    limits = {name: (budget_ms * 1000 - fixed) / slope
-              for name, (fixed, slope) in fits.items() if slope > 0}
+    within = [
+        s for s in sizes if all(p90(by[s]) <= budget_ms * 1000 for by in table.values() if s in by)
+    ]
+    limits = {
+        name: (budget_ms * 1000 - fixed) / slope
+        for name, (fixed, slope) in fits.items()
+        if slope > 0
+    }
     fitted = min(limits.values(), default=float("inf"))
-    return {"largest_swept_within": max(within) if within else None,
-            "fitted": int(fitted // 250 * 250) if fitted != float("inf") else None,
-            "bound_by": min(limits, key=limits.__getitem__) if limits else None,
-            "fits_us": {name: {"fixed": f, "per_member": s} for name, (f, s) in fits.items()},
-            "budget_ms": budget_ms, "statistic": "p90 of the calls of each size"}
+    return {
+        "largest_swept_within": max(within) if within else None,
+        "fitted": int(fitted // 250 * 250) if fitted != float("inf") else None,
+        "bound_by": min(limits, key=limits.__getitem__) if limits else None,
+        "fits_us": {name: {"fixed": f, "per_member": s} for name, (f, s) in fits.items()},
+        "budget_ms": budget_ms,
+        "statistic": "p90 of the calls of each size",
+    }
 
 
 # --- the report ---------------------------------------------------------------------------
@@ -761,18 +854,27 @@ def phase_rows(report: Report, phase: Phase, idle_name: str) -> None:
     probe, idle = phase.probe, phase.name == idle_name
     for q in ("p50", "p99", "p99.9", "max"):
         name = f"{phase.name}: probe {q}"
-        row = report.add(name, probe[q], "ms") if idle else \
-            report.compare(name, probe[q], "ms", f"{idle_name}: probe {q}")
+        row = (
+            report.add(name, probe[q], "ms")
+            if idle
+            else report.compare(name, probe[q], "ms", f"{idle_name}: probe {q}")
+        )
         if q == "p99.9" and phase.connector:
             row.target, row.ok = f"<= {PROBE_P999_MS:g} ms", probe[q] <= PROBE_P999_MS
     if not idle:
         slowest = phase.slowest
-        row = report.add(f"{phase.name}: longest call ({slowest.name if slowest else 'none'})",
-                         slowest.ms if slowest else 0.0, "ms")
+        row = report.add(
+            f"{phase.name}: longest call ({slowest.name if slowest else 'none'})",
+            slowest.ms if slowest else 0.0,
+            "ms",
+        )
         if phase.connector:
             row.target, row.ok = f"<= {LONGEST_CALL_MS:g} ms", row.value <= LONGEST_CALL_MS
-        report.add(f"{phase.name}: script calls > {LONGEST_CALL_MS:g} ms", phase.scripts_over,
-                   f"of {phase.scripts}")
+        report.add(
+            f"{phase.name}: script calls > {LONGEST_CALL_MS:g} ms",
+            phase.scripts_over,
+            f"of {phase.scripts}",
+        )
     report.add(f"{phase.name}: Redis CPU", phase.cpu, "s")
     report.add(f"{phase.name}: Redis waiting for a CPU", phase.waited, "s")
     report.add(f"{phase.name}: CPU stolen by the hypervisor", phase.stolen, "s")
@@ -785,22 +887,38 @@ def throughput_rows(report: Report, phases: dict[str, Phase]) -> None:
             continue
         raw, stream = phases[f"raw{shards}"], phases[f"drain{shards}"]
         base = report.add(f"{raw.name}: throughput", raw.throughput, "members/s").name
-        report.compare(f"{stream.name}: micro-batches", stream.throughput, "members/s", base,
-                       minimum=DRAIN_RATIO)
-        report.compare(f"{stream.name}: query start to stop", stream.items / min(stream.walls),
-                       "members/s", base)
+        report.compare(
+            f"{stream.name}: micro-batches",
+            stream.throughput,
+            "members/s",
+            base,
+            minimum=DRAIN_RATIO,
+        )
+        report.compare(
+            f"{stream.name}: query start to stop",
+            stream.items / min(stream.walls),
+            "members/s",
+            base,
+        )
     if "rawzadd" in phases:
-        base = report.add(f"{phases['rawzadd'].name}: throughput",
-                          phases["rawzadd"].throughput, "members/s").name
-        report.compare(f"{phases['write'].name}: throughput", phases["write"].throughput,
-                       "members/s", base, minimum=WRITER_RATIO)
-        report.add(f"{phases['snapshot'].name}: throughput", phases["snapshot"].throughput,
-                   "members/s")
+        base = report.add(
+            f"{phases['rawzadd'].name}: throughput", phases["rawzadd"].throughput, "members/s"
+        ).name
+        report.compare(
+            f"{phases['write'].name}: throughput",
+            phases["write"].throughput,
+            "members/s",
+            base,
+            minimum=WRITER_RATIO,
+        )
+        report.add(
+            f"{phases['snapshot'].name}: throughput", phases["snapshot"].throughput, "members/s"
+        )
     if "park" in phases:
-        report.add(f"{phases['park'].name}: throughput", phases["park"].throughput,
-                   "elements/s")
-        report.add(f"{phases['release'].name}: micro-batches", phases["release"].throughput,
-                   "elements/s")
+        report.add(f"{phases['park'].name}: throughput", phases["park"].throughput, "elements/s")
+        report.add(
+            f"{phases['release'].name}: micro-batches", phases["release"].throughput, "elements/s"
+        )
     for key in ("client_add", "client_sharded", "client_park"):
         if key in phases:
             report.add(f"{phases[key].name}: throughput", phases[key].throughput, "items/s")
@@ -813,24 +931,26 @@ def advise(table: dict[str, dict[int, list[int]]]) -> dict[str, dict[str, Any]]:
     return {"MOVES_PER_CALL": recommend(movers), "ITEMS_PER_CALL": recommend(rest)}
 
 
-def sweep_rows(report: Report, table: dict[str, dict[int, list[int]]],
-               advice: dict[str, dict[str, Any]]) -> None:
+def sweep_rows(
+    report: Report, table: dict[str, dict[int, list[int]]], advice: dict[str, dict[str, Any]]
+) -> None:
     """The p90 call per script and members per call; the recommendations."""
     for name in sorted(table):
         for size in sorted(table[name]):
             micros = table[name][size]
-            row = report.add(f"{size:>5} per call: {name} p90 of {len(micros)} calls",
-                             p90(micros) / 1000, "ms")
+            row = report.add(
+                f"{size:>5} per call: {name} p90 of {len(micros)} calls", p90(micros) / 1000, "ms"
+            )
             row.target, row.ok = f"<= {CALL_BUDGET_MS:g} ms", row.value <= CALL_BUDGET_MS
     for bound, advised in advice.items():
         for key in ("largest_swept_within", "fitted"):
             if advised[key] is not None:
-                report.add(f"{bound} for <= {CALL_BUDGET_MS:g} ms per call: {key}",
-                           advised[key], "members")
+                report.add(
+                    f"{bound} for <= {CALL_BUDGET_MS:g} ms per call: {key}", advised[key], "members"
+                )
 
 
-def print_sweep(table: dict[str, dict[int, list[int]]],
-                advice: dict[str, dict[str, Any]]) -> None:
+def print_sweep(table: dict[str, dict[int, list[int]]], advice: dict[str, dict[str, Any]]) -> None:
     """Median / p90 / max ms per script (rows) and members per call (columns)."""
     sizes = sorted({s for by in table.values() for s in by})
     print("\nscript call durations, ms: median / p90 / max")
@@ -839,36 +959,54 @@ def print_sweep(table: dict[str, dict[int, list[int]]],
         cells = []
         for size in sizes:
             micros = table[name].get(size)
-            cells.append(f"{statistics.median(micros) / 1000:.2f} / {p90(micros) / 1000:.2f}"
-                         f" / {max(micros) / 1000:.1f}" if micros else "-")
+            cells.append(
+                f"{statistics.median(micros) / 1000:.2f} / {p90(micros) / 1000:.2f}"
+                f" / {max(micros) / 1000:.1f}"
+                if micros
+                else "-"
+            )
         print(f"{name:<24}" + "".join(f"{c:>23}" for c in cells))
     for bound, advised in advice.items():
-        fits = ", ".join(f"{n} {f['fixed']:.0f} + {f['per_member']:.2f}/member"
-                         for n, f in advised["fits_us"].items())
+        fits = ", ".join(
+            f"{n} {f['fixed']:.0f} + {f['per_member']:.2f}/member"
+            for n, f in advised["fits_us"].items()
+        )
         print(f"p90 fits (us): {fits}")
-        print(f"{bound} (now {getattr(bounds, bound)}) within {advised['budget_ms']:g} ms "
-              f"(p90): swept {advised['largest_swept_within']}, fitted {advised['fitted']} "
-              f"(bound by {advised['bound_by']})")
+        print(
+            f"{bound} (now {getattr(bounds, bound)}) within {advised['budget_ms']:g} ms "
+            f"(p90): swept {advised['largest_swept_within']}, fitted {advised['fitted']} "
+            f"(bound by {advised['bound_by']})"
+        )
 
 
 def print_summary(phases: dict[str, Phase]) -> None:
     """One line per phase: the figures side by side."""
-    print(f"\n{'phase':<40} {'wall s':>7} {'p50':>6} {'p99':>6} {'p99.9':>6} {'max':>7}"
-          f" {'longest call ms':>26} {'>10ms':>5} {'CPU s':>6} {'wait s':>6} {'steal':>6}"
-          f" {'items/s':>10}")
+    print(
+        f"\n{'phase':<40} {'wall s':>7} {'p50':>6} {'p99':>6} {'p99.9':>6} {'max':>7}"
+        f" {'longest call ms':>26} {'>10ms':>5} {'CPU s':>6} {'wait s':>6} {'steal':>6}"
+        f" {'items/s':>10}"
+    )
     for phase in phases.values():
         probe, slowest = phase.probe, phase.slowest
         call = f"{slowest.ms:.2f} {slowest.name}" if slowest else "-"
         rate = f"{phase.throughput:,.0f}" if phase.busy else "-"
-        print(f"{phase.name:<40} {sum(phase.walls):7.1f} {probe['p50']:6.2f} {probe['p99']:6.2f}"
-              f" {probe['p99.9']:6.2f} {probe['max']:7.2f} {call:>26} {phase.scripts_over:>5}"
-              f" {phase.cpu:6.2f} {phase.waited:6.2f} {phase.stolen:6.2f}"
-              f" {rate:>10}")
+        print(
+            f"{phase.name:<40} {sum(phase.walls):7.1f} {probe['p50']:6.2f} {probe['p99']:6.2f}"
+            f" {probe['p99.9']:6.2f} {probe['max']:7.2f} {call:>26} {phase.scripts_over:>5}"
+            f" {phase.cpu:6.2f} {phase.waited:6.2f} {phase.stolen:6.2f}"
+            f" {rate:>10}"
+        )
 
 
-def build_report(name: str, lab: Lab, memory: dict[str, float], park_bytes: float,
-                 table: dict[str, dict[int, list[int]]], advice: dict[str, dict[str, Any]],
-                 params: dict[str, Any]) -> Report:
+def build_report(
+    name: str,
+    lab: Lab,
+    memory: dict[str, float],
+    park_bytes: float,
+    table: dict[str, dict[int, list[int]]],
+    advice: dict[str, dict[str, Any]],
+    params: dict[str, Any],
+) -> Report:
     """Every row, in the order of the phases."""
     report = Report(name, params=params)
     idle_name = lab.phases["idle"].name
@@ -876,14 +1014,20 @@ def build_report(name: str, lab: Lab, memory: dict[str, float], park_bytes: floa
         phase_rows(report, phase, idle_name)
     throughput_rows(report, lab.phases)
     if memory:
-        report.add(f"memory: bytes per queued member ({memory['member_bytes']:.0f}-byte "
-                   "members)", memory["queued"], "bytes")
-        report.add("memory: bytes per reserved member (all reserved)", memory["reserved"],
-                   "bytes")
+        report.add(
+            f"memory: bytes per queued member ({memory['member_bytes']:.0f}-byte members)",
+            memory["queued"],
+            "bytes",
+        )
+        report.add("memory: bytes per reserved member (all reserved)", memory["reserved"], "bytes")
     report.add("memory: bytes per parked element (32-byte id)", park_bytes, "bytes")
     sweep_rows(report, table, advice)
-    report.params.update(phases={k: p.json() for k, p in lab.phases.items()},
-                         memory=memory, sweep=table, recommendation=advice)
+    report.params.update(
+        phases={k: p.json() for k, p in lab.phases.items()},
+        memory=memory,
+        sweep=table,
+        recommendation=advice,
+    )
     return report
 
 
@@ -891,29 +1035,57 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 50,000 members")
-    parser.add_argument("--members", type=int, default=None,
-                        help="members per phase (default 1,000,000; --quick 50,000)")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="rounds of the phases, alternating raw and connector "
-                             "(throughput: the best of each; default 3, --quick 1)")
-    parser.add_argument("--idle-seconds", type=float, default=None,
-                        help="the idle baseline's length (default 10; --quick 3)")
-    parser.add_argument("--probe-gap-us", type=float, default=100.0,
-                        help="pause of the probe between GETs (0: back to back)")
-    parser.add_argument("--nice", type=int, default=-20,
-                        help="nice value of every thread of our redis-server and probe "
-                             "(0: leave them be)")
-    parser.add_argument("--own-core", action="store_true",
-                        help="redis-server on a CPU of its own, the probe and Spark on the "
-                             "others (a production layout; SLOWLOG then counts no "
-                             "preemption by Spark)")
-    parser.add_argument("--slowlog-us", type=int, default=100,
-                        help="SLOWLOG threshold during the phases, in microseconds")
-    parser.add_argument("--sizes", default=None,
-                        help="members per call to sweep (default 500,1000,2000,4000,8000)")
+    parser.add_argument(
+        "--members",
+        type=int,
+        default=None,
+        help="members per phase (default 1,000,000; --quick 50,000)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="rounds of the phases, alternating raw and connector "
+        "(throughput: the best of each; default 3, --quick 1)",
+    )
+    parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=None,
+        help="the idle baseline's length (default 10; --quick 3)",
+    )
+    parser.add_argument(
+        "--probe-gap-us",
+        type=float,
+        default=100.0,
+        help="pause of the probe between GETs (0: back to back)",
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=-20,
+        help="nice value of every thread of our redis-server and probe (0: leave them be)",
+    )
+    parser.add_argument(
+        "--own-core",
+        action="store_true",
+        help="redis-server on a CPU of its own, the probe and Spark on the "
+        "others (a production layout; SLOWLOG then counts no "
+        "preemption by Spark)",
+    )
+    parser.add_argument(
+        "--slowlog-us",
+        type=int,
+        default=100,
+        help="SLOWLOG threshold during the phases, in microseconds",
+    )
+    parser.add_argument(
+        "--sizes", default=None, help="members per call to sweep (default 500,1000,2000,4000,8000)"
+    )
     parser.add_argument("--calls", type=int, default=20, help="sweep calls per script and size")
-    parser.add_argument("--phases", default=",".join(PHASES),
-                        help=f"some of {','.join(PHASES)} (default: all)")
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help=f"some of {','.join(PHASES)} (default: all)"
+    )
     args = parser.parse_args(argv)
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     if not args.phases <= set(PHASES):
@@ -921,8 +1093,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.members = args.members or (50_000 if args.quick else 1_000_000)
     args.repeat = args.repeat or (1 if args.quick else 3)
     args.idle_seconds = args.idle_seconds or (3.0 if args.quick else 10.0)
-    args.sizes = [int(s) for s in (args.sizes or ("1000,2000,4000" if args.quick
-                                                  else "500,1000,2000,4000,8000")).split(",")]
+    args.sizes = [
+        int(s)
+        for s in (
+            args.sizes or ("1000,2000,4000" if args.quick else "500,1000,2000,4000,8000")
+        ).split(",")
+    ]
     return args
 
 
@@ -937,17 +1113,22 @@ def laboratory(args: argparse.Namespace, params: dict[str, Any]) -> Iterator[Lab
             params["own_core"] = own_core(server.process.pid if server.process else None)
         probe = Probe(server, args.probe_gap_us)
         stack.callback(probe.close)
-        params["nice"] = prioritize({"redis-server": server.process.pid
-                                     if server.process else None,
-                                     "probe": probe.process.pid}, args.nice)
+        params["nice"] = prioritize(
+            {
+                "redis-server": server.process.pid if server.process else None,
+                "probe": probe.process.pid,
+            },
+            args.nice,
+        )
         spark = spark_session("bench-neighbour", **{"spark.ui.showConsoleProgress": "false"})
         stack.callback(spark.stop)
         spark.sparkContext.setLogLevel("ERROR")
         yield Lab(server, spark, probe, args.slowlog_us)
 
 
-def run_all(lab: Lab, args: argparse.Namespace
-            ) -> tuple[dict[str, float], float, dict[str, dict[int, list[int]]]]:
+def run_all(
+    lab: Lab, args: argparse.Namespace
+) -> tuple[dict[str, float], float, dict[str, dict[int, list[int]]]]:
     """Warm-up, the idle baseline, the phases, memory, the sweep; returns (memory figures,
     bytes per parked element, sweep table)."""
     n = args.members
@@ -967,23 +1148,38 @@ def main(argv: list[str] | None = None) -> int:
     """Run everything, print the tables, write the JSON; 1 when a target is missed."""
     args = parse_args(argv)
     params: dict[str, Any] = {
-        "members": args.members, "repeat": args.repeat, "probe_gap_us": args.probe_gap_us,
-        "slowlog_us": args.slowlog_us, "items_per_call": bounds.ITEMS_PER_CALL,
+        "members": args.members,
+        "repeat": args.repeat,
+        "probe_gap_us": args.probe_gap_us,
+        "slowlog_us": args.slowlog_us,
+        "items_per_call": bounds.ITEMS_PER_CALL,
         "moves_per_call": bounds.MOVES_PER_CALL,
-        "master": "local[2]", "cpus": os.cpu_count(), "loadavg_start": os.getloadavg()}
+        "master": "local[2]",
+        "cpus": os.cpu_count(),
+        "loadavg_start": os.getloadavg(),
+    }
     print(f"load average at start: {params['loadavg_start']}", flush=True)
     started = time.perf_counter()
     with laboratory(args, params) as lab:
         memory, park_bytes, table = run_all(lab, args)
     advice = advise(table)
     params.update(loadavg_end=os.getloadavg(), seconds=time.perf_counter() - started)
-    report = build_report("bench_neighbour_quick" if args.quick else "bench_neighbour", lab,
-                          memory, park_bytes, table, advice, params)
+    report = build_report(
+        "bench_neighbour_quick" if args.quick else "bench_neighbour",
+        lab,
+        memory,
+        park_bytes,
+        table,
+        advice,
+        params,
+    )
     print_summary(lab.phases)
     print_sweep(table, advice)
     report.show()
-    print(f"load average: start {params['loadavg_start']}, end {params['loadavg_end']}; "
-          f"{params['seconds']:.0f} s in all")
+    print(
+        f"load average: start {params['loadavg_start']}, end {params['loadavg_end']}; "
+        f"{params['seconds']:.0f} s in all"
+    )
     return 0 if all(r.ok is not False for r in report.rows) else 1
 
 

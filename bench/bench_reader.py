@@ -67,8 +67,12 @@ def raw_drain(client: Any, name: str, batch: int = 10_000) -> int:
 
 
 def stream(spark: Any, url: str, name: str, **options: Any) -> Any:
-    reader = (spark.readStream.format("ick").option("redis.url", url).option("ick", name)
-              .option("shards", SHARDS))
+    reader = (
+        spark.readStream.format("ick")
+        .option("redis.url", url)
+        .option("ick", name)
+        .option("shards", SHARDS)
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -77,9 +81,13 @@ def stream(spark: Any, url: str, name: str, **options: Any) -> Any:
 def stream_drain(spark: Any, url: str, name: str, per_trigger: int) -> float:
     """Drain with Trigger.AvailableNow; returns the seconds spent in micro-batches
     (Spark's triggerExecution: without the query's start and stop)."""
-    query = (stream(spark, url, name, maxMembersPerTrigger=per_trigger, consumerId="bench")
-             .writeStream.format("noop").trigger(availableNow=True)
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-")).start())
+    query = (
+        stream(spark, url, name, maxMembersPerTrigger=per_trigger, consumerId="bench")
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-"))
+        .start()
+    )
     query.awaitTermination()
     return sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
 
@@ -87,9 +95,14 @@ def stream_drain(spark: Any, url: str, name: str, per_trigger: int) -> float:
 def floor_query(spark: Any) -> float:
     """Seconds for a Trigger.AvailableNow query of the no-I/O source, start to stop."""
     start = time.perf_counter()
-    query = (spark.readStream.format("clock").load().writeStream.format("noop")
-             .trigger(availableNow=True)
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-")).start())
+    query = (
+        spark.readStream.format("clock")
+        .load()
+        .writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-"))
+        .start()
+    )
     query.awaitTermination()
     return time.perf_counter() - start
 
@@ -120,12 +133,20 @@ def bench_drain(report: Report, spark: Any, url: str, n: int, repeat: int) -> No
     report.params.update(members=n, shards=SHARDS, repeat=repeat)
     report.add(base, n / min(raw), "members/s")
     for per_trigger in triggers:
-        report.compare(f"drain readStream -> noop, maxMembersPerTrigger {per_trigger:,}: "
-                       "micro-batches", n / min(batches[per_trigger]), "members/s", base,
-                       minimum=0.7)
+        report.compare(
+            f"drain readStream -> noop, maxMembersPerTrigger {per_trigger:,}: micro-batches",
+            n / min(batches[per_trigger]),
+            "members/s",
+            base,
+            minimum=0.7,
+        )
     for per_trigger in triggers:
-        report.compare(f"  the same with query start and stop ({per_trigger:,})",
-                       n / min(total[per_trigger]), "members/s", base)
+        report.compare(
+            f"  the same with query start and stop ({per_trigger:,})",
+            n / min(total[per_trigger]),
+            "members/s",
+            base,
+        )
     report.add("query start and stop: no-I/O Python source (Spark's floor)", floor, "s")
     for per_trigger in triggers:
         spent = min(total[per_trigger]) - min(batches[per_trigger])
@@ -175,8 +196,9 @@ def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
     return delays
 
 
-def stream_latency(spark: Any, reader: Any, seconds: float, client: Any | None = None,
-                   name: str = "") -> list[float]:
+def stream_latency(
+    spark: Any, reader: Any, seconds: float, client: Any | None = None, name: str = ""
+) -> list[float]:
     """Arrival in foreachBatch minus score, for ``seconds`` of a processingTime=0 query of
     ``reader`` (with a Producer adding to Ick ``name`` when ``client`` is given)."""
     delays: list[float] = []
@@ -186,8 +208,12 @@ def stream_latency(spark: Any, reader: Any, seconds: float, client: Any | None =
         now = time.time()
         delays.extend(now - s for s in scores)
 
-    query = (reader.writeStream.foreachBatch(sink).trigger(processingTime="0 seconds")
-             .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-")).start())
+    query = (
+        reader.writeStream.foreachBatch(sink)
+        .trigger(processingTime="0 seconds")
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-"))
+        .start()
+    )
     producer = Producer(client, name, 1000) if client is not None else None
     try:
         time.sleep(5)  # warm-up: the first micro-batches plan and start Python workers
@@ -216,8 +242,9 @@ def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
     measured: list[float] = []
     floor: list[float] = []
     for _ in range(2):
-        measured += stream_latency(spark, stream(spark, url, "lat", consumerId="bench-latency"),
-                                   seconds / 2, client, "lat")
+        measured += stream_latency(
+            spark, stream(spark, url, "lat", consumerId="bench-latency"), seconds / 2, client, "lat"
+        )
         floor += stream_latency(spark, spark.readStream.format("clock").load(), seconds / 2)
     ShardedIck(client, "lat2", SHARDS).delete()
     base_producer = Producer(client, "lat2", 1000)
@@ -233,8 +260,9 @@ def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
         report.add(f"{name} raw loop", percentile(base, q) * 1000, "ms")
         floor_row = f"{name} no-I/O Python source (Spark's floor)"
         report.add(floor_row, percentile(floor, q) * 1000, "ms")
-        row = report.compare(f"{name} readStream -> foreachBatch",
-                             percentile(measured, q) * 1000, "ms", floor_row)
+        row = report.compare(
+            f"{name} readStream -> foreachBatch", percentile(measured, q) * 1000, "ms", floor_row
+        )
         row.target, row.ok = f"<= {target * 1000:.0f} ms", percentile(measured, q) <= target
     report.add("latency members measured", len(measured), "members")
 

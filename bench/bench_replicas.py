@@ -61,8 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     members = [f"member:{i}" for i in range(args.members)]
     scores = [float(i) for i in range(args.members)]
     mapping = dict(zip(members, scores, strict=True))
-    report = Report("replicas", params={"members": args.members, "write": args.write,
-                                        "singles": args.singles, "repeat": args.repeat})
+    report = Report(
+        "replicas",
+        params={
+            "members": args.members,
+            "write": args.write,
+            "singles": args.singles,
+            "repeat": args.repeat,
+        },
+    )
     primary = start_binary(None, "--repl-diskless-sync-delay", "0")
     replica: RedisServer | None = None
     try:
@@ -76,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             def run(key: str) -> None:
                 ick = ShardedIck(client, key)
                 for i in range(0, args.members, args.write):
-                    ick.add_pairs(members[i:i + args.write], scores[i:i + args.write])
+                    ick.add_pairs(members[i : i + args.write], scores[i : i + args.write])
+
             return run
 
         def singles(replicas: int) -> Callable[[str], None]:
@@ -86,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 ick = Ick(client, key)
                 for i in range(args.singles):
                     ick.add({members[i]: scores[i]})
+
             return run
 
         plain = connect(primary.url)
@@ -109,13 +118,21 @@ def main(argv: list[str] | None = None) -> int:
             raw = f"raw ZADD LT, {setup}"
             report.add(raw, args.members / best["raw"], "members/s")
             for n in (0, 1) if replica else (0,):
-                report.compare(f"writer waitReplicas={n}, {setup}",
-                               args.members / best[f"writer w{n}"], "members/s", raw)
+                report.compare(
+                    f"writer waitReplicas={n}, {setup}",
+                    args.members / best[f"writer w{n}"],
+                    "members/s",
+                    raw,
+                )
             for n in (0, 1) if replica else (0,):
-                report.add(f"single adds waitReplicas={n}, {setup}",
-                           args.singles / best[f"singles w{n}"], "writes/s")
-            report.compare(f"drain (exchange 1000), {setup}", args.members / min(drains),
-                           "members/s", raw)
+                report.add(
+                    f"single adds waitReplicas={n}, {setup}",
+                    args.singles / best[f"singles w{n}"],
+                    "writes/s",
+                )
+            report.compare(
+                f"drain (exchange 1000), {setup}", args.members / min(drains), "members/s", raw
+            )
         report.show()
     finally:
         if replica is not None:

@@ -62,8 +62,7 @@ class RowSource(DataSource):
         return RowWriter(self.options["redis.url"], self.options["ick"])
 
 
-def alternate(client: Any, runs: dict[str, Callable[[str], None]], repeat: int
-              ) -> dict[str, float]:
+def alternate(client: Any, runs: dict[str, Callable[[str], None]], repeat: int) -> dict[str, float]:
     """Best wall time of each run, alternating them; every call gets a fresh key."""
     best = dict.fromkeys(runs, float("inf"))
     for rep in range(repeat):
@@ -80,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of this many")
     parser.add_argument("--chunks", default="", help="also time the writer per chunkSize")
-    parser.add_argument("--no-rows-writer", action="store_true",
-                        help="skip the (slow) per-row writer")
+    parser.add_argument(
+        "--no-rows-writer", action="store_true", help="skip the (slow) per-row writer"
+    )
     args = parser.parse_args(argv)
     n = args.rows
     chunks = [int(c) for c in args.chunks.split(",") if c]
@@ -90,14 +90,23 @@ def main(argv: list[str] | None = None) -> int:
         client = connect(server.url)
         spark = spark_session("bench-writer")
         spark.dataSource.register(RowSource)
-        df = spark.range(n).selectExpr("concat('doc:', id) AS member",
-                                       "CAST(id % 9973 AS DOUBLE) AS score").cache()
+        df = (
+            spark.range(n)
+            .selectExpr("concat('doc:', id) AS member", "CAST(id % 9973 AS DOUBLE) AS score")
+            .cache()
+        )
         assert df.count() == n
         mapping = {f"doc:{i}": float(i % 9973) for i in range(n)}
 
         def spark_write(fmt: str, key: str, chunk: int = CHUNK_SIZE) -> None:
-            (df.write.format(fmt).option("redis.url", server.url).option("ick", key)
-             .option("chunkSize", chunk).mode("append").save())
+            (
+                df.write.format(fmt)
+                .option("redis.url", server.url)
+                .option("ick", key)
+                .option("chunkSize", chunk)
+                .mode("append")
+                .save()
+            )
             assert client.zcard(ShardedIck(client, key).shard(0).keys.pset) == n
 
         runs: dict[str, Callable[[str], None]] = {
@@ -113,17 +122,29 @@ def main(argv: list[str] | None = None) -> int:
         best = alternate(client, runs, args.repeat)
         spark.stop()
 
-    report = Report("writer", params={"rows": n, "repeat": args.repeat, "master": "local[2]",
-                                      "chunkSize": CHUNK_SIZE, "raw_chunk": 1000})
+    report = Report(
+        "writer",
+        params={
+            "rows": n,
+            "repeat": args.repeat,
+            "master": "local[2]",
+            "chunkSize": CHUNK_SIZE,
+            "raw_chunk": 1000,
+        },
+    )
     raw = "raw pipelined ZADD LT (1 process)"
     report.add(raw, n / best["raw"], "members/s")
-    report.compare(f'format("ick") Arrow writer, chunkSize={CHUNK_SIZE}', n / best["ick"],
-                   "members/s", raw, minimum=0.9)
+    report.compare(
+        f'format("ick") Arrow writer, chunkSize={CHUNK_SIZE}',
+        n / best["ick"],
+        "members/s",
+        raw,
+        minimum=0.9,
+    )
     if "ick_rows" in best:
         report.compare("per-row DataSourceWriter", n / best["ick_rows"], "members/s", raw)
     for size in chunks:
-        report.compare(f'format("ick") chunkSize={size}', n / best[f"ick.{size}"],
-                       "members/s", raw)
+        report.compare(f'format("ick") chunkSize={size}', n / best[f"ick.{size}"], "members/s", raw)
     report.show()
     return 0
 

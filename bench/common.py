@@ -27,8 +27,9 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def best_of(fn: Callable[[], Any], repeat: int = 3, setup: Callable[[], Any] | None = None
-            ) -> float:
+def best_of(
+    fn: Callable[[], Any], repeat: int = 3, setup: Callable[[], Any] | None = None
+) -> float:
     """The fastest of ``repeat`` timed calls (``setup`` runs untimed before each)."""
     times = []
     for _ in range(repeat):
@@ -71,8 +72,15 @@ class Report:
         self.rows.append(row)
         return row
 
-    def compare(self, name: str, value: float, unit: str, baseline: str,
-                minimum: float | None = None, maximum: float | None = None) -> Row:
+    def compare(
+        self,
+        name: str,
+        value: float,
+        unit: str,
+        baseline: str,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> Row:
         """A row with its ratio to row ``baseline``; ``minimum``/``maximum`` bound the ratio."""
         base = next(r for r in self.rows if r.name == baseline)
         row = self.add(name, value, unit)
@@ -91,18 +99,25 @@ class Report:
         for r in self.rows:
             ratio = f"{r.ratio:7.3f}" if r.ratio is not None else " " * 7
             mark = "" if r.ok is None else ("ok" if r.ok else "MISSED")
-            print(f"{r.name:<{width}}  {r.value:>14,.3f}  {r.unit:<10}  {ratio}  "
-                  f"{r.target or ''} {mark}")
+            print(
+                f"{r.name:<{width}}  {r.value:>14,.3f}  {r.unit:<10}  {ratio}  "
+                f"{r.target or ''} {mark}"
+            )
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / f"{self.name}.json"
-        path.write_text(json.dumps({
-            "name": self.name,
-            "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "python": sys.version.split()[0],
-            "machine": platform.machine(),
-            "params": self.params,
-            "rows": [asdict(r) for r in self.rows],
-        }, indent=2))
+        path.write_text(
+            json.dumps(
+                {
+                    "name": self.name,
+                    "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "python": sys.version.split()[0],
+                    "machine": platform.machine(),
+                    "params": self.params,
+                    "rows": [asdict(r) for r in self.rows],
+                },
+                indent=2,
+            )
+        )
         print(f"(written to {path})")
         return path
 

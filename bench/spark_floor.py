@@ -53,8 +53,12 @@ class ClockReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         step = 1000 / self.rate
         first = (partition.start_ms // step + 1) * step
         times = [t / 1000 for t in _range(first, partition.end_ms, step)]
-        yield pa.record_batch({"member": pa.array([f"e{t}" for t in times], pa.string()),
-                               "score": pa.array(times, pa.float64())})
+        yield pa.record_batch(
+            {
+                "member": pa.array([f"e{t}" for t in times], pa.string()),
+                "score": pa.array(times, pa.float64()),
+            }
+        )
 
     def commit(self, end: dict[str, int]) -> None:
         pass

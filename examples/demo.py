@@ -42,11 +42,14 @@ from pyspark_ick.testing import redis_server, spark_session
 CONF = Path(__file__).resolve().parents[1] / "conf"
 ICK = "demo_dirty_docs"
 PARKED = "demo_parked_docs"
-WORDS = ("redis spark stream index queue shard lease fold dirty parent child commit batch "
-         "crash replay offset member score release delay search graph cache sync").split()
+WORDS = (
+    "redis spark stream index queue shard lease fold dirty parent child commit batch "
+    "crash replay offset member score release delay search graph cache sync"
+).split()
 
 
 # --- the system of record ----------------------------------------------------------------
+
 
 class Store:
     """The document store: docs(id, parent, title, body, version) and parents(id)."""
@@ -74,8 +77,9 @@ class Store:
 
     def changes_after(self, seq: int) -> list[tuple[int, int, float]]:
         with self.db() as db:
-            return db.execute("SELECT seq, doc, at FROM changes WHERE seq > ? ORDER BY seq",
-                              (seq,)).fetchall()
+            return db.execute(
+                "SELECT seq, doc, at FROM changes WHERE seq > ? ORDER BY seq", (seq,)
+            ).fetchall()
 
     def load(self, ids: list[int]) -> dict[int, tuple]:
         with self.db() as db:
@@ -83,7 +87,8 @@ class Store:
             rows = db.execute(
                 f"SELECT d.id, d.title, d.body, d.version, d.parent IS NULL OR p.id IS NOT NULL "
                 f"FROM docs d LEFT JOIN parents p ON p.id = d.parent WHERE d.id IN ({marks})",
-                ids).fetchall()
+                ids,
+            ).fetchall()
         return {row[0]: row[1:] for row in rows}
 
     def snapshot(self) -> dict[int, tuple[str, str, int]]:
@@ -117,13 +122,16 @@ class Mutator(threading.Thread):
             if self.random.random() < 0.1:  # the parent row arrives 1-3 s later
                 parent = 1_000_000 + doc
                 self.late_parents.append((now + self.random.uniform(1, 3), parent))
-            db.execute("INSERT INTO docs VALUES (?, ?, ?, ?, 1)",
-                       (doc, parent, self.text(3), self.text(20)))
+            db.execute(
+                "INSERT INTO docs VALUES (?, ?, ?, ?, 1)",
+                (doc, parent, self.text(3), self.text(20)),
+            )
         else:
             hot = roll > 0.9  # a few hot documents are edited all the time
             doc = self.random.randint(1, 5) if hot else self.random.randint(1, self.next_id - 1)
-            db.execute("UPDATE docs SET body = ?, version = version + 1 WHERE id = ?",
-                       (self.text(20), doc))
+            db.execute(
+                "UPDATE docs SET body = ?, version = version + 1 WHERE id = ?", (self.text(20), doc)
+            )
         db.execute("INSERT INTO changes (doc, at) VALUES (?, ?)", (doc, time.time()))
 
     def run(self) -> None:
@@ -135,11 +143,13 @@ class Mutator(threading.Thread):
                     self.step(db)
                 db.execute("COMMIT")
                 time.sleep(max(0.0, 0.05 - (time.monotonic() - start)))
-            db.execute("INSERT OR IGNORE INTO parents SELECT parent FROM docs "
-                       "WHERE parent IS NOT NULL")  # every late parent arrives in the end
+            db.execute(
+                "INSERT OR IGNORE INTO parents SELECT parent FROM docs WHERE parent IS NOT NULL"
+            )  # every late parent arrives in the end
 
 
 # --- the pipeline ---------------------------------------------------------------------------
+
 
 @dataclass
 class Figures:
@@ -153,8 +163,7 @@ class Figures:
 class Indexer:
     """foreachBatch target: reload documents, upsert them into FTS5, park orphans."""
 
-    def __init__(self, store: Store, index: Path, options: dict[str, str], shards: int
-                 ) -> None:
+    def __init__(self, store: Store, index: Path, options: dict[str, str], shards: int) -> None:
         self.store, self.index, self.options, self.shards = store, index, options, shards
         self.figures = Figures()
         with sqlite3.connect(index) as db:
@@ -174,15 +183,24 @@ class Indexer:
         with sqlite3.connect(self.index) as db:
             for doc, (title, body, version, _) in ready.items():
                 db.execute("DELETE FROM fts WHERE rowid = ?", (doc,))
-                db.execute("INSERT INTO fts (rowid, title, body) VALUES (?, ?, ?)",
-                           (doc, title, body))
+                db.execute(
+                    "INSERT INTO fts (rowid, title, body) VALUES (?, ?, ?)", (doc, title, body)
+                )
                 db.execute("INSERT OR REPLACE INTO versions VALUES (?, ?)", (doc, version))
         if orphans:
             spark = batch.sparkSession
-            (spark.createDataFrame([(str(i), str(i)) for i in orphans], "id string, element string")
-             .write.format("dehydrator").options(**self.options)
-             .option("dehydrator", PARKED).option("shards", self.shards).option("delay", "1s")
-             .mode("append").save())
+            (
+                spark.createDataFrame(
+                    [(str(i), str(i)) for i in orphans], "id string, element string"
+                )
+                .write.format("dehydrator")
+                .options(**self.options)
+                .option("dehydrator", PARKED)
+                .option("shards", self.shards)
+                .option("delay", "1s")
+                .mode("append")
+                .save()
+            )
         now = time.time()
         figures = self.figures
         figures.latencies.extend(now - r.score for r in rows if int(r.member) in ready)
@@ -192,9 +210,13 @@ class Indexer:
 
     def snapshot(self) -> dict[int, tuple[str, str, int]]:
         with sqlite3.connect(self.index) as db:
-            return {r[0]: (r[1], r[2], r[3]) for r in db.execute(
-                "SELECT f.rowid, f.title, f.body, v.version FROM fts f "
-                "JOIN versions v ON v.id = f.rowid")}
+            return {
+                r[0]: (r[1], r[2], r[3])
+                for r in db.execute(
+                    "SELECT f.rowid, f.title, f.body, v.version FROM fts f "
+                    "JOIN versions v ON v.id = f.rowid"
+                )
+            }
 
 
 class Producer(threading.Thread):
@@ -211,10 +233,17 @@ class Producer(threading.Thread):
     def flush(self) -> int:
         changes = self.store.changes_after(self.seq)
         if changes:
-            (self.spark.createDataFrame([(str(d), at) for _, d, at in changes],
-                                        "member string, score double")
-             .write.format("ick").options(**self.options).option("ick", ICK)
-             .option("shards", self.shards).mode("append").save())
+            (
+                self.spark.createDataFrame(
+                    [(str(d), at) for _, d, at in changes], "member string, score double"
+                )
+                .write.format("ick")
+                .options(**self.options)
+                .option("ick", ICK)
+                .option("shards", self.shards)
+                .mode("append")
+                .save()
+            )
             self.seq = changes[-1][0]
             self.marked += len(changes)
         return len(changes)
@@ -285,12 +314,23 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
         mutator = Mutator(store, rate)
         producer = Producer(spark, store, options, shards)
 
-        dirty = (spark.readStream.format("ick").options(**options).option("ick", ICK)
-                 .option("shards", shards).option("consumerId", "demo-indexer").load())
-        indexing = (dirty.writeStream.foreachBatch(indexer).trigger(processingTime="0 seconds")
-                    .option("checkpointLocation", str(work / "ckpt-indexer")).start())
-        rehydrating = rehydrate(spark, url, PARKED, ICK, shards, str(work / "ckpt-rehydrate"),
-                                trigger="0.5 seconds")
+        dirty = (
+            spark.readStream.format("ick")
+            .options(**options)
+            .option("ick", ICK)
+            .option("shards", shards)
+            .option("consumerId", "demo-indexer")
+            .load()
+        )
+        indexing = (
+            dirty.writeStream.foreachBatch(indexer)
+            .trigger(processingTime="0 seconds")
+            .option("checkpointLocation", str(work / "ckpt-indexer"))
+            .start()
+        )
+        rehydrating = rehydrate(
+            spark, url, PARKED, ICK, shards, str(work / "ckpt-rehydrate"), trigger="0.5 seconds"
+        )
 
         print("warming up: the first documents through the whole pipeline ...", flush=True)
         with store.db() as db:
@@ -304,22 +344,30 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
                     raise RuntimeError(f"streaming query failed: {query.exception()}")
             return True
 
-        wait_for(lambda: running() and indexer.figures.indexed >= 40, 180,
-                 "the first documents to be indexed")
+        wait_for(
+            lambda: running() and indexer.figures.indexed >= 40,
+            180,
+            "the first documents to be indexed",
+        )
         # measure from here on (parked documents keep counting: they must all come back)
         indexer.figures, producer.marked = Figures(parked=indexer.figures.parked), 0
-        print(f"changing the store for {seconds:.0f} s at ~{rate:.0f} changes/s, "
-              f"{shards} shards ...", flush=True)
+        print(
+            f"changing the store for {seconds:.0f} s at ~{rate:.0f} changes/s, {shards} shards ...",
+            flush=True,
+        )
         start = time.time()
         mutator.start()
         producer.start()
         while time.time() - start < seconds:
             time.sleep(1)
             s = ick.stats()
-            print(f"  {time.time() - start:5.1f}s  marked {producer.marked:6d}  "
-                  f"queued {s['pset_size']:5d}  reserved {s['cset_size']:4d}  "
-                  f"indexed {indexer.figures.indexed:6d}  parked {indexer.figures.parked:4d}  "
-                  f"batches {indexer.figures.batches}", flush=True)
+            print(
+                f"  {time.time() - start:5.1f}s  marked {producer.marked:6d}  "
+                f"queued {s['pset_size']:5d}  reserved {s['cset_size']:4d}  "
+                f"indexed {indexer.figures.indexed:6d}  parked {indexer.figures.parked:4d}  "
+                f"batches {indexer.figures.batches}",
+                flush=True,
+            )
         mutator.stopping.set()
         mutator.join()
         producer.stopping.set()
@@ -331,6 +379,7 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
 
         def drained() -> bool:
             return running() and indexer.snapshot() == store.snapshot() and parked.ttn() == -1
+
         wait_for(drained, 180, "the index to equal the store")
         elapsed = time.time() - start
         indexing.stop()
@@ -339,17 +388,27 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
 
         figures = indexer.figures
         docs = len(store.snapshot())
-        print("\nself-check: the index equals the store "
-              f"({docs} documents, every version and body) -> OK")
-        print(f"changes marked dirty   {producer.marked:8d}  "
-              f"({producer.marked / changing:,.0f}/s while changing)")
-        print(f"documents indexed      {figures.indexed:8d}  "
-              f"in {figures.batches} micro-batches ({figures.indexed / elapsed:,.0f}/s)")
-        print(f"folded by the Ick      {producer.marked - figures.indexed - figures.parked:8d}  "
-              "(changes that needed no extra indexing)")
+        print(
+            "\nself-check: the index equals the store "
+            f"({docs} documents, every version and body) -> OK"
+        )
+        print(
+            f"changes marked dirty   {producer.marked:8d}  "
+            f"({producer.marked / changing:,.0f}/s while changing)"
+        )
+        print(
+            f"documents indexed      {figures.indexed:8d}  "
+            f"in {figures.batches} micro-batches ({figures.indexed / elapsed:,.0f}/s)"
+        )
+        print(
+            f"folded by the Ick      {producer.marked - figures.indexed - figures.parked:8d}  "
+            "(changes that needed no extra indexing)"
+        )
         print(f"parked and rehydrated  {figures.parked:8d}")
-        print(f"add-to-index latency   p50 {percentile(figures.latencies, 0.5) * 1000:6.0f} ms"
-              f"   p99 {percentile(figures.latencies, 0.99) * 1000:6.0f} ms")
+        print(
+            f"add-to-index latency   p50 {percentile(figures.latencies, 0.5) * 1000:6.0f} ms"
+            f"   p99 {percentile(figures.latencies, 0.99) * 1000:6.0f} ms"
+        )
         return 0
 
 
@@ -358,8 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--rate", type=float, default=400, help="store changes per second")
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: spark-submit's, else local[2])")
+    parser.add_argument(
+        "--master", default=None, help="Spark master URL (default: spark-submit's, else local[2])"
+    )
     args = parser.parse_args(argv)
     return run(args.seconds, args.shards, args.rate, args.master)
 

@@ -20,12 +20,13 @@ def main(argv: list[str]) -> int:
         print("usage: producer.py ICK SHARDS ID [ID ...]", file=sys.stderr)
         return 2
     name, shards, ids = argv[0], int(argv[1]), argv[2:]
-    ick = ShardedIck(connect(os.environ.get("REDIS_URL", "redis://localhost:6379/0")),
-                     name, shards)
+    ick = ShardedIck(connect(os.environ.get("REDIS_URL", "redis://localhost:6379/0")), name, shards)
     now = time.time()  # first-dirty time: re-adding keeps the lower score
     new, changed = ick.add(dict.fromkeys(ids, now))
-    print(f"{len(ids)} ids marked dirty: {new} new, {changed} moved earlier, "
-          f"{len(ids) - new - changed} folded")
+    print(
+        f"{len(ids)} ids marked dirty: {new} new, {changed} moved earlier, "
+        f"{len(ids) - new - changed} folded"
+    )
     return 0
 
 

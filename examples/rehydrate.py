@@ -28,28 +28,46 @@ import tempfile
 from typing import Any
 
 
-def rehydrate(spark: Any, url: str, dehydrator: str, ick: str, shards: int,
-              checkpoint: str, trigger: str = "0 seconds") -> Any:
+def rehydrate(
+    spark: Any,
+    url: str,
+    dehydrator: str,
+    ick: str,
+    shards: int,
+    checkpoint: str,
+    trigger: str = "0 seconds",
+) -> Any:
     """Start the streaming query dehydrator -> Ick; returns it (a StreamingQuery)."""
     return (
-        spark.readStream.format("dehydrator").option("redis.url", url)
-        .option("dehydrator", dehydrator).option("shards", shards).load()
+        spark.readStream.format("dehydrator")
+        .option("redis.url", url)
+        .option("dehydrator", dehydrator)
+        .option("shards", shards)
+        .load()
         .selectExpr("element AS member")
-        .writeStream.format("ick").option("redis.url", url).option("ick", ick)
-        .option("shards", shards).option("checkpointLocation", checkpoint)
-        .trigger(processingTime=trigger).start()
+        .writeStream.format("ick")
+        .option("redis.url", url)
+        .option("ick", ick)
+        .option("shards", shards)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime=trigger)
+        .start()
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default=os.environ.get("REDIS_URL"),
-                        help="Redis URL (default: $REDIS_URL, else a throwaway server)")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("REDIS_URL"),
+        help="Redis URL (default: $REDIS_URL, else a throwaway server)",
+    )
     parser.add_argument("--dehydrator", default="parked_docs")
     parser.add_argument("--ick", default="dirty_docs")
     parser.add_argument("--shards", type=int, default=1)
-    parser.add_argument("--checkpoint", default=None,
-                        help="checkpoint folder (default: a new temporary one)")
+    parser.add_argument(
+        "--checkpoint", default=None, help="checkpoint folder (default: a new temporary one)"
+    )
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -70,8 +88,10 @@ def main() -> None:
         checkpoint = args.checkpoint or stack.enter_context(tempfile.TemporaryDirectory())
         spark = SparkSession.builder.appName("rehydrate").getOrCreate()
         query = rehydrate(spark, url, args.dehydrator, args.ick, args.shards, checkpoint)
-        print(f"rehydrating {args.dehydrator!r} into {args.ick!r} "
-              f"({args.shards} shards); Ctrl-C stops")
+        print(
+            f"rehydrating {args.dehydrator!r} into {args.ick!r} "
+            f"({args.shards} shards); Ctrl-C stops"
+        )
         try:
             query.awaitTermination()
         except KeyboardInterrupt:

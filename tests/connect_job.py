@@ -28,24 +28,36 @@ def main() -> None:
     kind = type(spark).__module__
 
     def ick(writer: Any, name: str, shards: int) -> Any:
-        return writer.format("ick").option("redis.url", url).option("ick", name) \
+        return (
+            writer.format("ick")
+            .option("redis.url", url)
+            .option("ick", name)
             .option("shards", shards)
+        )
 
     def available_now(writer: Any, checkpoint: str) -> None:
-        query = writer.trigger(availableNow=True) \
-            .option("checkpointLocation", f"{workdir}/{checkpoint}").start()
+        query = (
+            writer.trigger(availableNow=True)
+            .option("checkpointLocation", f"{workdir}/{checkpoint}")
+            .start()
+        )
         query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(f"{checkpoint}: {query.exception()}")
 
     # 1. a batch write: BATCH members into 4 shards
-    ick(spark.range(BATCH, numPartitions=4)
-        .selectExpr("concat('doc:', id) AS member", "CAST(id AS DOUBLE) AS score").write,
-        "c_batch", 4).mode("append").save()
+    ick(
+        spark.range(BATCH, numPartitions=4)
+        .selectExpr("concat('doc:', id) AS member", "CAST(id AS DOUBLE) AS score")
+        .write,
+        "c_batch",
+        4,
+    ).mode("append").save()
 
     # 2. a writeStream into an Ick (a JSON file source, drained with AvailableNow)
-    spark.range(STREAMED, numPartitions=2).selectExpr("concat('s:', id) AS member") \
-        .write.json(f"{workdir}/in")
+    spark.range(STREAMED, numPartitions=2).selectExpr("concat('s:', id) AS member").write.json(
+        f"{workdir}/in"
+    )
     files = spark.readStream.schema("member string").json(f"{workdir}/in")
     available_now(ick(files.writeStream, "c_stream", 2), "ckpt-stream")
 
@@ -66,12 +78,19 @@ def main() -> None:
     # 4. the dehydrator: the batch sink (due now), the stream sink (due in an hour), and
     # the dehydrator readStream into an Ick (the rehydrate loop of examples/rehydrate.py)
     def dehydrator(writer: Any, name: str) -> Any:
-        return writer.format("dehydrator").option("redis.url", url) \
-            .option("dehydrator", name).option("shards", 2)
+        return (
+            writer.format("dehydrator")
+            .option("redis.url", url)
+            .option("dehydrator", name)
+            .option("shards", 2)
+        )
 
-    dehydrator(spark.range(PARKED).selectExpr("concat('p:', id) AS element",
-                                              "CAST(0 AS BIGINT) AS delayMs").write,
-               "c_parked").mode("append").save()
+    dehydrator(
+        spark.range(PARKED)
+        .selectExpr("concat('p:', id) AS element", "CAST(0 AS BIGINT) AS delayMs")
+        .write,
+        "c_parked",
+    ).mode("append").save()
     later = files.selectExpr("member AS element")
     available_now(dehydrator(later.writeStream, "c_later").option("delay", "1h"), "ckpt-dh")
     released = dehydrator(spark.readStream, "c_parked").load().selectExpr("element AS member")

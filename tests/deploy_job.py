@@ -26,10 +26,16 @@ def main() -> None:
     spark = SparkSession.builder.appName("pyspark-ick-deploy-test").getOrCreate()
     sc = spark.sparkContext
 
-    (spark.range(int(count), numPartitions=4)
-     .selectExpr("concat('doc:', id) AS member", "CAST(id % 1000 AS DOUBLE) AS score")
-     .write.format("ick").option("redis.url", url).option("ick", ick)
-     .option("shards", int(shards)).mode("append").save())
+    (
+        spark.range(int(count), numPartitions=4)
+        .selectExpr("concat('doc:', id) AS member", "CAST(id % 1000 AS DOUBLE) AS score")
+        .write.format("ick")
+        .option("redis.url", url)
+        .option("ick", ick)
+        .option("shards", int(shards))
+        .mode("append")
+        .save()
+    )
     written = ShardedIck(connect(url), ick, int(shards)).stats()["pset_size"]
 
     delivered: Counter[str] = Counter()
@@ -40,27 +46,41 @@ def main() -> None:
         batches.append(len(rows))
         delivered.update(r.member for r in rows)
 
-    query = (spark.readStream.format("ick").option("redis.url", url).option("ick", ick)
-             .option("shards", int(shards)).option("maxMembersPerTrigger", 5000).load()
-             .writeStream.foreachBatch(sink).trigger(availableNow=True)
-             .option("checkpointLocation", checkpoint).start())
+    query = (
+        spark.readStream.format("ick")
+        .option("redis.url", url)
+        .option("ick", ick)
+        .option("shards", int(shards))
+        .option("maxMembersPerTrigger", 5000)
+        .load()
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
     query.awaitTermination()
     left = ShardedIck(connect(url), ick, int(shards)).stats()["total_size"]
 
     # where tasks run: an executor of a standalone worker runs in the worker's work dir
     cwds = sorted(set(sc.parallelize(range(8), 8).map(lambda _: os.getcwd()).collect()))
-    print("RESULT " + json.dumps({
-        "master": sc.master,
-        "written": written,
-        "delivered": sum(delivered.values()),
-        "distinct": len(delivered),
-        "repeated": sum(1 for n in delivered.values() if n > 1),
-        "batches": batches,
-        "left": left,
-        "executors": sc._jsc.sc().getExecutorMemoryStatus().size(),  # the driver's too
-        "task_cwds": cwds,
-        "driver_cwd": os.getcwd(),
-    }), flush=True)
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "master": sc.master,
+                "written": written,
+                "delivered": sum(delivered.values()),
+                "distinct": len(delivered),
+                "repeated": sum(1 for n in delivered.values() if n > 1),
+                "batches": batches,
+                "left": left,
+                "executors": sc._jsc.sc().getExecutorMemoryStatus().size(),  # the driver's too
+                "task_cwds": cwds,
+                "driver_cwd": os.getcwd(),
+            }
+        ),
+        flush=True,
+    )
     spark.stop()
 
 

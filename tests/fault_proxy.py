@@ -111,8 +111,9 @@ class FaultProxy:
             except OSError:
                 return
             self.accepted += 1
-            threading.Thread(target=self._serve, args=(client,), daemon=True,
-                             name="fault-proxy-pump").start()
+            threading.Thread(
+                target=self._serve, args=(client,), daemon=True, name="fault-proxy-pump"
+            ).start()
 
     def _serve(self, client: socket.socket) -> None:
         if time.monotonic() < self._reset_until:

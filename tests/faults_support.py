@@ -63,8 +63,11 @@ def replicated(client: redis.RedisCluster, key: str, timeout_ms: int = 5000) -> 
         target = int(primary.info("replication")["master_repl_offset"])
         while time.monotonic() < deadline:
             info = primary.info("replication")
-            if any(int(v["offset"]) >= target for k, v in info.items()
-                   if k.startswith("slave") and isinstance(v, dict)):
+            if any(
+                int(v["offset"]) >= target
+                for k, v in info.items()
+                if k.startswith("slave") and isinstance(v, dict)
+            ):
                 return True
             time.sleep(0.005)
     except (redis.RedisError, redis.exceptions.RedisClusterException):
@@ -114,8 +117,15 @@ class Producer(Loop):
     increasing scores, each in its own MULTI; records every acknowledged add in ``adds``.
     ``wait_replica``: WAIT for a replica after each add (``Add.kept``)."""
 
-    def __init__(self, client: Any, ick: str, shards: int, members: int = 60,
-                 period: float = 0.02, wait_replica: bool = False) -> None:
+    def __init__(
+        self,
+        client: Any,
+        ick: str,
+        shards: int,
+        members: int = 60,
+        period: float = 0.02,
+        wait_replica: bool = False,
+    ) -> None:
         super().__init__(f"add-{ick}", period)
         self.client, self.ick, self.shards = client, ick, shards
         self.members, self.wait_replica = members, wait_replica
@@ -125,8 +135,11 @@ class Producer(Loop):
         scripts.ensure_loaded(client, "ickadd")
 
     def tick(self) -> None:
-        for member in ("hot", f"m{self._rng.randrange(self.members)}",
-                       f"m{self._rng.randrange(self.members)}"):
+        for member in (
+            "hot",
+            f"m{self._rng.randrange(self.members)}",
+            f"m{self._rng.randrange(self.members)}",
+        ):
             self._last = score = max(time.time(), self._last + 1e-6)
             add = add_recorded(self.client, self.ick, self.shards, member, score)
             if self.wait_replica:
@@ -143,8 +156,9 @@ class Producer(Loop):
 
     def acked_since(self, moment: float, shards: set[int] | None = None) -> int:
         """Adds acknowledged after ``moment`` (time.monotonic()), of ``shards`` if given."""
-        return sum(1 for a in list(self.adds)
-                   if a.at > moment and (shards is None or a.shard in shards))
+        return sum(
+            1 for a in list(self.adds) if a.at > moment and (shards is None or a.shard in shards)
+        )
 
 
 class Parker(Loop):
@@ -233,12 +247,16 @@ def check_i1(adds: Iterable[Add], sink: Sink, what: str) -> int:
     checked = 0
     for add in adds:
         found = delivered[add.member]
-        near = {r: sorted(set(b)) for r, b in sorted(numbers[add.shard].items())
-                if abs(r - add.reserved) <= 3}  # which batches delivered the numbers around R
+        near = {
+            r: sorted(set(b))
+            for r, b in sorted(numbers[add.shard].items())
+            if abs(r - add.reserved) <= 3
+        }  # which batches delivered the numbers around R
         assert any(s <= add.score and r > add.reserved and at > add.at for s, r, at in found), (
             f"{what}: add of {add.member} at {add.score} (shard {add.shard}, after reservation "
             f"{add.reserved}) was never delivered: {sorted(found)[-5:]}; reservations of the "
-            f"shard around it -> batches: {near}")
+            f"shard around it -> batches: {near}"
+        )
         checked += 1
     return checked
 
@@ -254,22 +272,34 @@ def wait_running(query: Any, check: Callable[[], Any], timeout: float, what: str
     """``wait_until(check)`` while the query runs: fails at once, with the query's
     exception, when the query stops first."""
     try:
-        value = wait_until(lambda: not query.isActive or check(), timeout=timeout,
-                           interval=0.1, what=what)
+        value = wait_until(
+            lambda: not query.isActive or check(), timeout=timeout, interval=0.1, what=what
+        )
     except TimeoutError as exc:
         raise AssertionError(str(exc)) from None
     assert query.isActive, f"the query stopped while waiting for {what}: {query.exception()}"
     return value
 
 
-def stream(spark: Any, fmt: str, options: dict[str, Any], sink: Sink, checkpoint: str,
-           trigger: str = "150 milliseconds") -> Any:
+def stream(
+    spark: Any,
+    fmt: str,
+    options: dict[str, Any],
+    sink: Sink,
+    checkpoint: str,
+    trigger: str = "150 milliseconds",
+) -> Any:
     """Start ``readStream.format(fmt)`` with ``options`` into ``sink`` (foreachBatch)."""
     reader = spark.readStream.format(fmt)
     for key, value in options.items():
         reader = reader.option(key, value)
-    return (reader.load().writeStream.foreachBatch(sink).trigger(processingTime=trigger)
-            .option("checkpointLocation", checkpoint).start())
+    return (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .trigger(processingTime=trigger)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
 
 
 def source_runners() -> set[int]:

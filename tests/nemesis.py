@@ -329,8 +329,9 @@ def make_parker(dehydrator: Any, journal: Journal, settings: Settings) -> Any:
             self.next += 1
             sent = time.monotonic()
             dehydrator.park([ident], [f"dh:{ident}"], [delay])
-            journal.write({"id": ident, "delay_ms": delay, "sent": sent,
-                           "at": time.monotonic()}, sync=False)
+            journal.write(
+                {"id": ident, "delay_ms": delay, "sent": sent, "at": time.monotonic()}, sync=False
+            )
 
     return Parker()
 
@@ -347,15 +348,22 @@ def child_main(cfg: dict[str, Any]) -> int:
     from pyspark_ick.testing import spark_session
 
     os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+        p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p
+    )
     os.environ["PYSPARK_ICK_HOOK"] = "nemesis:worker_hook"
     os.environ[ARM_ENV] = cfg["arm_file"]
-    spark = spark_session("nemesis-consumer", **{
-        "spark.master": "local[2,4]", "spark.sql.shuffle.partitions": "1"})
+    spark = spark_session(
+        "nemesis-consumer", **{"spark.master": "local[2,4]", "spark.sql.shuffle.partitions": "1"}
+    )
     spark.sparkContext.setLogLevel("ERROR")
     record = redis.Redis(port=cfg["record_port"])
-    common = {"redis.url": cfg["url"], "shards": cfg["shards"], "redis.timeout": "5",
-              "redis.retryTimeout": cfg["retry_timeout"], "leaseTimeout": "20s"}
+    common = {
+        "redis.url": cfg["url"],
+        "shards": cfg["shards"],
+        "redis.timeout": "5",
+        "redis.retryTimeout": cfg["retry_timeout"],
+        "leaseTimeout": "20s",
+    }
     if cfg["consumer_id"]:
         common["consumerId"] = cfg["consumer_id"]
     progress = [0]
@@ -363,9 +371,18 @@ def child_main(cfg: dict[str, Any]) -> int:
     def ick_sink(df: Any, batch_id: int) -> None:
         start = time.monotonic()
         rows = sorted([r.member, r.score, r.shard, r.reservation] for r in df.collect())
-        record.rpush("deliveries", json.dumps({
-            "batch": batch_id, "rows": rows, "start": start, "end": time.monotonic(),
-            "pid": os.getpid()}))
+        record.rpush(
+            "deliveries",
+            json.dumps(
+                {
+                    "batch": batch_id,
+                    "rows": rows,
+                    "start": start,
+                    "end": time.monotonic(),
+                    "pid": os.getpid(),
+                }
+            ),
+        )
         progress[0] += 1
         die_if_armed(Path(cfg["sink_arm"]))
 
@@ -373,19 +390,35 @@ def child_main(cfg: dict[str, Any]) -> int:
         start = time.monotonic()
         rows = df.collect()
         if rows:  # rehydrate: each released element becomes a member of the Ick
-            (df.sparkSession.createDataFrame([(r.element, r.due.timestamp()) for r in rows],
-                                             "member string, score double")
-             .write.format("ick").mode("append").option("redis.url", cfg["url"])
-             .option("ick", ICK).option("shards", cfg["shards"])
-             .option("redis.retryTimeout", cfg["retry_timeout"]).save())
-        record.rpush("dh_deliveries", json.dumps({
-            "batch": batch_id, "rows": sorted([r.id, r.element, r.shard] for r in rows),
-            "start": start, "end": time.monotonic()}))
+            (
+                df.sparkSession.createDataFrame(
+                    [(r.element, r.due.timestamp()) for r in rows], "member string, score double"
+                )
+                .write.format("ick")
+                .mode("append")
+                .option("redis.url", cfg["url"])
+                .option("ick", ICK)
+                .option("shards", cfg["shards"])
+                .option("redis.retryTimeout", cfg["retry_timeout"])
+                .save()
+            )
+        record.rpush(
+            "dh_deliveries",
+            json.dumps(
+                {
+                    "batch": batch_id,
+                    "rows": sorted([r.id, r.element, r.shard] for r in rows),
+                    "start": start,
+                    "end": time.monotonic(),
+                }
+            ),
+        )
         progress[0] += 1
 
     def start() -> list[Any]:
-        streams = [("ick", {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]},
-                    ick_sink, "ick")]
+        streams = [
+            ("ick", {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]}, ick_sink, "ick")
+        ]
         if cfg["dehydrator"]:
             streams.append(("dehydrator", {"dehydrator": DEHYDRATOR}, dh_sink, "dh"))
         queries = []
@@ -393,16 +426,28 @@ def child_main(cfg: dict[str, Any]) -> int:
             reader = spark.readStream.format(fmt)
             for key, value in {**common, **options}.items():
                 reader = reader.option(key, value)
-            queries.append(reader.load().writeStream.foreachBatch(sink)
-                           .trigger(processingTime=cfg["trigger"])
-                           .option("checkpointLocation", f"{cfg['checkpoint']}-{name}")
-                           .start())
+            queries.append(
+                reader.load()
+                .writeStream.foreachBatch(sink)
+                .trigger(processingTime=cfg["trigger"])
+                .option("checkpointLocation", f"{cfg['checkpoint']}-{name}")
+                .start()
+            )
         return queries
 
     def event(kind: str, **more: Any) -> None:
-        record.rpush("events", json.dumps({"kind": kind, "pid": os.getpid(),
-                                           "at": time.monotonic(), "wall": time.time(),
-                                           **more}))
+        record.rpush(
+            "events",
+            json.dumps(
+                {
+                    "kind": kind,
+                    "pid": os.getpid(),
+                    "at": time.monotonic(),
+                    "wall": time.time(),
+                    **more,
+                }
+            ),
+        )
 
     stop_file, beat = Path(cfg["stop_file"]), Path(cfg["heartbeat"])
     failures = 0
@@ -443,8 +488,14 @@ class Supervisor:
     """Runs the consumer child; restarts it (same checkpoint) whenever it dies, recording
     the cause; kills a child that stopped beating for ``hung_after`` seconds."""
 
-    def __init__(self, settings: Settings, cfg: dict[str, Any], out: Path,
-                 restarts: Journal, hung_after: float = 120.0) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        cfg: dict[str, Any],
+        out: Path,
+        restarts: Journal,
+        hung_after: float = 120.0,
+    ) -> None:
         self.settings, self.cfg, self.out = settings, cfg, out
         self.restarts, self.hung_after = restarts, hung_after
         self.child: subprocess.Popen[bytes] | None = None
@@ -468,12 +519,19 @@ class Supervisor:
         self.starts += 1
         log = (self.out / f"child-{self.starts}.log").open("wb")
         write_atomically(Path(self.cfg["heartbeat"]), str(time.monotonic()))
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-               "PYSPARK_DRIVER_PYTHON": sys.executable}
-        child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--child",
-                                  json.dumps(self.cfg)], stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, env=env,
-                                 start_new_session=True)
+        env = {
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+        }
+        child = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(self.cfg)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         log.close()
         return child
 
@@ -493,10 +551,17 @@ class Supervisor:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(30)
             self.reap(child.pid)
-            self.restarts.write({"level": "process", "pid": child.pid, "code": child.returncode,
-                                 "cause": "hung (no heartbeat)" if hung else self.cause(child),
-                                 "ran": round(time.monotonic() - started, 1),
-                                 "at": time.monotonic(), "wall": time.time()})
+            self.restarts.write(
+                {
+                    "level": "process",
+                    "pid": child.pid,
+                    "code": child.returncode,
+                    "cause": "hung (no heartbeat)" if hung else self.cause(child),
+                    "ran": round(time.monotonic() - started, 1),
+                    "at": time.monotonic(),
+                    "wall": time.time(),
+                }
+            )
             self._stop.wait(1.0)
 
     def _beat_age(self) -> float:
@@ -512,8 +577,7 @@ class Supervisor:
         if code is not None and code < 0:
             return f"killed by {signal.Signals(-code).name}"
         try:
-            lines = (self.out / f"child-{self.starts}.log").read_text(
-                errors="replace").splitlines()
+            lines = (self.out / f"child-{self.starts}.log").read_text(errors="replace").splitlines()
         except OSError:
             lines = []
         for line in reversed(lines):
@@ -547,15 +611,20 @@ class Supervisor:
 
 # --- the nemesis --------------------------------------------------------------------------
 
-CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner",
-                  "stop_consumer")
+CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner", "stop_consumer")
 KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER_KINDS)
 FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
 SENTINEL_KINDS = (*FAILOVERS, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
 # out the primary's own address)
 ALL_KINDS = (*KINDS, *FAILOVERS)
-RESTARTING = {"redis_kill", "kill_driver", "kill_jvm", "kill_worker", "kill_source_runner",
-              "stop_consumer"}  # the consumer needs a restart (or a takeover) to go on
+RESTARTING = {
+    "redis_kill",
+    "kill_driver",
+    "kill_jvm",
+    "kill_worker",
+    "kill_source_runner",
+    "stop_consumer",
+}  # the consumer needs a restart (or a takeover) to go on
 LONG_GRACE = RESTARTING | set(FAILOVERS)  # a failover: the readers ride it out, slowly
 
 
@@ -563,8 +632,16 @@ class Nemesis:
     """Draws a fault every ``settings.every`` seconds (seeded) until ``stop()``; records
     each with its start and end (monotonic and wall) in ``journal``."""
 
-    def __init__(self, settings: Settings, server: Any, proxy: Any, supervisor: Supervisor,
-                 journal: Journal, arm_file: Path, sentinels: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        server: Any,
+        proxy: Any,
+        supervisor: Supervisor,
+        journal: Journal,
+        arm_file: Path,
+        sentinels: Any = None,
+    ) -> None:
         self.settings, self.server, self.proxy = settings, server, proxy
         self.sentinels = sentinels  # --sentinel: a testing.SentinelSet (server, proxy None)
         self.supervisor, self.journal, self.arm_file = supervisor, journal, arm_file
@@ -595,9 +672,16 @@ class Nemesis:
                 detail = {"hit": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
                 self.errors.append(detail["error"])
             ended = stamp()
-            self.journal.write({"kind": kind, "start": began["mono"], "end": ended["mono"],
-                                "wall_start": began["wall"], "wall_end": ended["wall"],
-                                **detail})
+            self.journal.write(
+                {
+                    "kind": kind,
+                    "start": began["mono"],
+                    "end": ended["mono"],
+                    "wall_start": began["wall"],
+                    "wall_end": ended["wall"],
+                    **detail,
+                }
+            )
 
     def _hold(self, seconds: float) -> None:
         """Wait ``seconds``, less when the soak ends."""
@@ -648,8 +732,9 @@ class Nemesis:
         if self.rng.random() < 0.5:
             write_atomically(self.sink_arm, str(pid))
             deadline = time.monotonic() + 20
-            while (self.sink_arm.exists() and time.monotonic() < deadline
-                   and not self._stop.is_set()):
+            while (
+                self.sink_arm.exists() and time.monotonic() < deadline and not self._stop.is_set()
+            ):
                 time.sleep(0.05)
             try:
                 self.sink_arm.unlink()  # no batch came: kill it here and now
@@ -665,8 +750,7 @@ class Nemesis:
 
     def kill_source_runner(self) -> dict[str, Any]:
         _, runner = self._consumer("python_streaming_source_runner")
-        return {"hit": runner is not None and signal_pid(runner, signal.SIGKILL),
-                "pid": runner}
+        return {"hit": runner is not None and signal_pid(runner, signal.SIGKILL), "pid": runner}
 
     def kill_worker(self) -> dict[str, Any]:
         """Arm worker_hook: the next Python worker at ``during_read`` kills itself (-9);
@@ -724,8 +808,12 @@ class Nemesis:
         then until the set is healthy (it replicates the primary)."""
         from pyspark_ick.testing import wait_until
 
-        wait_until(lambda: self.sentinels.primary_port() != node.port, timeout=90,
-                   interval=0.1, what=f"a primary other than the dead {node.port}")
+        wait_until(
+            lambda: self.sentinels.primary_port() != node.port,
+            timeout=90,
+            interval=0.1,
+            what=f"a primary other than the dead {node.port}",
+        )
         node.restart(timeout=60)
         self.sentinels.wait_healthy(90)
 
@@ -740,8 +828,14 @@ class Nemesis:
         down = self.rng.uniform(2, 6)
         self._hold(down)
         self._revive(old)
-        return {"hit": True, "promoted": True, "old": old.port, "new": new.port,
-                "answered_after": answered, "down_after_promotion": round(down, 2)}
+        return {
+            "hit": True,
+            "promoted": True,
+            "old": old.port,
+            "new": new.port,
+            "answered_after": answered,
+            "down_after_promotion": round(down, 2),
+        }
 
     def sentinel_failover(self) -> dict[str, Any]:
         """SENTINEL FAILOVER (graceful): a replica is promoted, the old primary demoted."""
@@ -753,8 +847,13 @@ class Nemesis:
         answered = self._answered(began, old.port)
         new = self.sentinels.wait_promoted(old, 60)
         self.sentinels.wait_healthy(90)  # the old primary replicates the new one
-        return {"hit": True, "promoted": True, "old": old.port, "new": new.port,
-                "answered_after": answered}
+        return {
+            "hit": True,
+            "promoted": True,
+            "old": old.port,
+            "new": new.port,
+            "answered_after": answered,
+        }
 
     def sentinel_stop(self) -> dict[str, Any]:
         """SIGSTOP of the primary for 0.5-8 s: Sentinel fails over when it is down longer
@@ -771,8 +870,14 @@ class Nemesis:
         answered = self._answered(began)
         self.sentinels.wait_healthy(90)
         new = self.sentinels.primary_port()
-        return {"hit": True, "promoted": new != old.port, "old": old.port, "new": new,
-                "seconds": round(seconds, 2), "answered_after": answered}
+        return {
+            "hit": True,
+            "promoted": new != old.port,
+            "old": old.port,
+            "new": new,
+            "seconds": round(seconds, 2),
+            "answered_after": answered,
+        }
 
     def heal(self) -> None:
         """End every fault: Redis running and continued, proxy healed (--sentinel: every
@@ -821,15 +926,20 @@ class Run:
 
 def classify(cause: str) -> str:
     """A short name for a restart cause (the raw text stays in restarts.jsonl)."""
-    rules = [("does it speak only TLS", "reset taken for TLS (connect)"),
-             ("did not answer within redis.retryTimeout", "retryTimeout exceeded"),
-             ("lost its lease", "lease lost"), ("is consumed by another query", "lease busy"),
-             ("EOFException", "EOFException (worker died)"),
-             ("XXKST", "XXKST (no cause message: the source runner died)"),
-             ("killed by SIGKILL", "killed -9"), ("hung", "hung"),
-             ("Py4J", "py4j (JVM gone)"), ("Connection refused", "py4j (JVM gone)"),
-             ("Answer from Java side is empty", "py4j (JVM gone)"),
-             ("JAVA_GATEWAY_EXITED", "JVM died while starting")]
+    rules = [
+        ("does it speak only TLS", "reset taken for TLS (connect)"),
+        ("did not answer within redis.retryTimeout", "retryTimeout exceeded"),
+        ("lost its lease", "lease lost"),
+        ("is consumed by another query", "lease busy"),
+        ("EOFException", "EOFException (worker died)"),
+        ("XXKST", "XXKST (no cause message: the source runner died)"),
+        ("killed by SIGKILL", "killed -9"),
+        ("hung", "hung"),
+        ("Py4J", "py4j (JVM gone)"),
+        ("Connection refused", "py4j (JVM gone)"),
+        ("Answer from Java side is empty", "py4j (JVM gone)"),
+        ("JAVA_GATEWAY_EXITED", "JVM died while starting"),
+    ]
     for needle, name in rules:
         if needle in cause:
             return name
@@ -856,33 +966,49 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         run.on_exit(record_server.stop)
         assert record_server.port not in (6379, 26379)
         target = start_target(settings, run)
-        server, proxy, sentinels, direct = (target.server, target.proxy, target.sentinels,
-                                            target.direct)
+        server, proxy, sentinels, direct = (
+            target.server,
+            target.proxy,
+            target.sentinels,
+            target.direct,
+        )
         record = record_server.client()
-        journals = {name: Journal(out / f"{name}.jsonl")
-                    for name in ("adds", "faults", "restarts", "parks")}
+        journals = {
+            name: Journal(out / f"{name}.jsonl") for name in ("adds", "faults", "restarts", "parks")
+        }
         for j in journals.values():
             run.on_exit(j.close)
         arm_file = out / "worker.arm"
-        cfg = {"url": target.url, "shards": settings.shards, "record_port": record_server.port,
-               "checkpoint": str(out / "checkpoint"), "arm_file": str(arm_file),
-               "sink_arm": str(out / "sink.arm"),
-               "stop_file": str(out / "stop"), "heartbeat": str(out / "heartbeat"),
-               "max_per_trigger": settings.max_per_trigger, "trigger": settings.trigger,
-               "retry_timeout": settings.retry_timeout, "consumer_id": settings.consumer_id,
-               "dehydrator": settings.dehydrator}
+        cfg = {
+            "url": target.url,
+            "shards": settings.shards,
+            "record_port": record_server.port,
+            "checkpoint": str(out / "checkpoint"),
+            "arm_file": str(arm_file),
+            "sink_arm": str(out / "sink.arm"),
+            "stop_file": str(out / "stop"),
+            "heartbeat": str(out / "heartbeat"),
+            "max_per_trigger": settings.max_per_trigger,
+            "trigger": settings.trigger,
+            "retry_timeout": settings.retry_timeout,
+            "consumer_id": settings.consumer_id,
+            "dehydrator": settings.dehydrator,
+        }
         for stale in ("stop", "heartbeat", "worker.arm", "sink.arm"):
             with contextlib.suppress(FileNotFoundError):
                 (out / stale).unlink()
         import shutil
+
         for name in ("checkpoint-ick", "checkpoint-dh"):
             shutil.rmtree(out / name, ignore_errors=True)
 
         clients = [target.client() for _ in range(settings.producers + 1)]
         for c in clients:
             run.on_exit(c.close)
-        producers = [make_producer(clients[i], journals["adds"], settings, i)
-                     for i in range(settings.producers)]
+        producers = [
+            make_producer(clients[i], journals["adds"], settings, i)
+            for i in range(settings.producers)
+        ]
         loops = list(producers)
         dehydrator = None
         if settings.dehydrator:
@@ -890,31 +1016,39 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             loops.append(make_parker(dehydrator, journals["parks"], settings))
         supervisor = Supervisor(settings, cfg, out, journals["restarts"])
         run.on_exit(lambda: supervisor.finish(timeout=20))
-        nemesis = Nemesis(settings, server, proxy, supervisor, journals["faults"], arm_file,
-                          sentinels)
+        nemesis = Nemesis(
+            settings, server, proxy, supervisor, journals["faults"], arm_file, sentinels
+        )
         run.on_exit(nemesis.heal)
         run.on_exit(lambda: nemesis.stop(timeout=30))
 
-        log(f"soak: {target.where}, records on {record_server.port}, "
-            f"{settings.minutes} min, seed {settings.seed}, out {out}")
+        log(
+            f"soak: {target.where}, records on {record_server.port}, "
+            f"{settings.minutes} min, seed {settings.seed}, out {out}"
+        )
         supervisor.start()
         for loop in loops:
             loop.start()
             run.on_exit(lambda loop=loop: loop.stop())
         # Faults start once the consumer delivered its first batch (a cold JVM start).
-        wait_until(lambda: record.llen("deliveries") > 0, timeout=180, interval=0.5,
-                   what="the consumer's first batch")
+        wait_until(
+            lambda: record.llen("deliveries") > 0,
+            timeout=180,
+            interval=0.5,
+            what="the consumer's first batch",
+        )
         started = time.monotonic()
-        log(f"soak: first batch after {started - origin:.1f} s; faults for "
-            f"{settings.minutes} min")
+        log(f"soak: first batch after {started - origin:.1f} s; faults for {settings.minutes} min")
         nemesis.start()
         end = started + settings.minutes * 60
         while time.monotonic() < end:
             time.sleep(min(10.0, max(0.0, end - time.monotonic())))
-            log(f"  t+{time.monotonic() - started:6.0f}s adds {len(journals['adds'].records)}"
+            log(
+                f"  t+{time.monotonic() - started:6.0f}s adds {len(journals['adds'].records)}"
                 f" batches {record.llen('deliveries')} faults "
                 f"{len(journals['faults'].records)} restarts "
-                f"{len(journals['restarts'].records)}")
+                f"{len(journals['restarts'].records)}"
+            )
         nemesis.stop()
         nemesis.heal()
         for loop in loops:
@@ -941,8 +1075,12 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         # dehydrator empties: one more look at the Ick.
         if emptied and dehydrator is not None:
             with contextlib.suppress(TimeoutError):
-                wait_until(lambda: drained(direct, ICK, settings.shards), timeout=60,
-                           interval=0.5, what="the Ick drained")
+                wait_until(
+                    lambda: drained(direct, ICK, settings.shards),
+                    timeout=60,
+                    interval=0.5,
+                    what="the Ick drained",
+                )
         drain_seconds = time.monotonic() - faults_end
         supervisor.finish()
         until = time.monotonic()
@@ -955,14 +1093,23 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         write_jsonl(out / "deliveries.jsonl", deliveries)
         write_jsonl(out / "dh_deliveries.jsonl", dh)
         write_jsonl(out / "events.jsonl", events)
-        summary = summarize(settings, journals, deliveries, dh, events, stuck,
-                            origin=started, until=until,
-                            drain_seconds=drain_seconds, drained=emptied,
-                            proxy_resets=proxy.resets if proxy is not None else 0,
-                            nemesis_errors=nemesis.errors, servers=target.servers,
-                            producer_errors=sum(len(p.errors) for p in loops),
-                            producer_error_examples=sorted({e[:200] for p in loops
-                                                            for e in p.errors})[:5])
+        summary = summarize(
+            settings,
+            journals,
+            deliveries,
+            dh,
+            events,
+            stuck,
+            origin=started,
+            until=until,
+            drain_seconds=drain_seconds,
+            drained=emptied,
+            proxy_resets=proxy.resets if proxy is not None else 0,
+            nemesis_errors=nemesis.errors,
+            servers=target.servers,
+            producer_errors=sum(len(p.errors) for p in loops),
+            producer_error_examples=sorted({e[:200] for p in loops for e in p.errors})[:5],
+        )
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         log(table(summary))
         return summary
@@ -994,12 +1141,18 @@ def start_target(settings: Settings, run: Run) -> Target:
         from pyspark_ick import connect, replication
         from pyspark_ick.testing import start_sentinels
 
-        sentinels = start_sentinels(replicas=2, sentinels=3, args=(
-            ("--appendonly", "yes", "--appendfsync", "always") if settings.durable else ()))
+        sentinels = start_sentinels(
+            replicas=2,
+            sentinels=3,
+            args=(("--appendonly", "yes", "--appendfsync", "always") if settings.durable else ()),
+        )
         run.on_exit(sentinels.stop)
         run.on_exit(lambda: keep_logs(sentinels, Path(settings.out).resolve() / "logs"))
-        run.on_exit(lambda: [signal_pid(n.process.pid, signal.SIGCONT)
-                             for n in sentinels.servers if n.alive])
+        run.on_exit(
+            lambda: [
+                signal_pid(n.process.pid, signal.SIGCONT) for n in sentinels.servers if n.alive
+            ]
+        )
         ports = {n.port for n in [*sentinels.servers, *sentinels.sentinels]}
         assert not ports & {6379, 26379}, ports
 
@@ -1011,30 +1164,41 @@ def start_target(settings: Settings, run: Run) -> Target:
 
         nodes = ", ".join(str(n.port) for n in sentinels.servers)
         watchers = ", ".join(str(n.port) for n in sentinels.sentinels)
-        return Target(sentinels.url, connect(sentinels.url, timeout=10.0), producer_client,
-                      f"Sentinel set: redis {nodes} (primary {sentinels.primary_port()}), "
-                      f"sentinels {watchers}",
-                      "start_sentinels: a primary, 2 replicas, 3 sentinels (down-after 1 s, "
-                      "failover-timeout 2 s); " + (
-                          "appendonly yes, appendfsync always" if settings.durable else
-                          "nothing persisted (no AOF, no RDB: --durable for appendonly)"),
-                      sentinels=sentinels)
+        return Target(
+            sentinels.url,
+            connect(sentinels.url, timeout=10.0),
+            producer_client,
+            f"Sentinel set: redis {nodes} (primary {sentinels.primary_port()}), "
+            f"sentinels {watchers}",
+            "start_sentinels: a primary, 2 replicas, 3 sentinels (down-after 1 s, "
+            "failover-timeout 2 s); "
+            + (
+                "appendonly yes, appendfsync always"
+                if settings.durable
+                else "nothing persisted (no AOF, no RDB: --durable for appendonly)"
+            ),
+            sentinels=sentinels,
+        )
     from fault_proxy import FaultProxy
     from redis_faults import start_durable
 
     server = start_durable()
     run.on_exit(server.stop)
-    run.on_exit(lambda: server.process is not None and signal_pid(
-        server.process.pid, signal.SIGCONT))
+    run.on_exit(
+        lambda: server.process is not None and signal_pid(server.process.pid, signal.SIGCONT)
+    )
     assert server.port not in (6379, 26379)
     proxy = FaultProxy(server.port)
     run.on_exit(proxy.close)
-    return Target(proxy.url, redis.Redis(port=server.port, socket_timeout=10),
-                  lambda: redis.Redis(port=proxy.port, socket_timeout=2,
-                                      socket_connect_timeout=2),
-                  f"redis {server.port} behind proxy {proxy.port}",
-                  "one durable redis-server (appendonly, appendfsync always)",
-                  server=server, proxy=proxy)
+    return Target(
+        proxy.url,
+        redis.Redis(port=server.port, socket_timeout=10),
+        lambda: redis.Redis(port=proxy.port, socket_timeout=2, socket_connect_timeout=2),
+        f"redis {server.port} behind proxy {proxy.port}",
+        "one durable redis-server (appendonly, appendfsync always)",
+        server=server,
+        proxy=proxy,
+    )
 
 
 def keep_logs(sentinels: Any, into: Path) -> None:
@@ -1056,9 +1220,12 @@ def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[
     from pyspark_ick.reservations import describe
 
     stats = ShardedIck(client, ICK, settings.shards).stats()
-    state = {"members": int(stats["total_size"]),
-             "open_reservations": sum(describe(client, k)["open_reservations"]
-                                      for k in shard_names(ICK, settings.shards))}
+    state = {
+        "members": int(stats["total_size"]),
+        "open_reservations": sum(
+            describe(client, k)["open_reservations"] for k in shard_names(ICK, settings.shards)
+        ),
+    }
     if with_dehydrator:
         state["dehydrator"], state["open_claims"] = dehydrator_left(client, settings)
     return state
@@ -1084,8 +1251,9 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
         os.fsync(f.fileno())
 
 
-def check_parks(parks: list[dict[str, Any]], dh: list[dict[str, Any]],
-                deliveries: list[dict[str, Any]]) -> dict[str, Any]:
+def check_parks(
+    parks: list[dict[str, Any]], dh: list[dict[str, Any]], deliveries: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Each acknowledged park released by a dehydrator sink call that ended after the park
     was acknowledged, none begun before the park was sent plus its delay (less 0.1 s of
     clock slack), and its element delivered by the Ick stream."""
@@ -1095,28 +1263,53 @@ def check_parks(parks: list[dict[str, Any]], dh: list[dict[str, Any]],
             calls.setdefault(ident, []).append((d["start"], d["end"]))
     members = {row[0] for d in deliveries for row in d["rows"]}
     lost = [p["id"] for p in parks if not any(end > p["at"] for _, end in calls.get(p["id"], []))]
-    early = [p["id"] for p in parks if any(
-        start < p["sent"] + p["delay_ms"] / 1000 - 0.1 for start, _ in calls.get(p["id"], []))]
+    early = [
+        p["id"]
+        for p in parks
+        if any(
+            start < p["sent"] + p["delay_ms"] / 1000 - 0.1 for start, _ in calls.get(p["id"], [])
+        )
+    ]
     unrehydrated = [p["id"] for p in parks if f"dh:{p['id']}" not in members]
-    return {"parks": len(parks), "lost": len(lost), "lost_examples": lost[:5],
-            "early": len(early), "early_examples": early[:5],
-            "not_in_ick": len(unrehydrated), "not_in_ick_examples": unrehydrated[:5],
-            "dh_sink_calls": len(dh)}
+    return {
+        "parks": len(parks),
+        "lost": len(lost),
+        "lost_examples": lost[:5],
+        "early": len(early),
+        "early_examples": early[:5],
+        "not_in_ick": len(unrehydrated),
+        "not_in_ick_examples": unrehydrated[:5],
+        "dh_sink_calls": len(dh),
+    }
 
 
-def summarize(settings: Settings, journals: dict[str, Journal], deliveries: list[Any],
-              dh: list[Any], events: list[Any], stuck: dict[str, Any], *, origin: float,
-              until: float, **more: Any) -> dict[str, Any]:
+def summarize(
+    settings: Settings,
+    journals: dict[str, Journal],
+    deliveries: list[Any],
+    dh: list[Any],
+    events: list[Any],
+    stuck: dict[str, Any],
+    *,
+    origin: float,
+    until: float,
+    **more: Any,
+) -> dict[str, Any]:
     """Every check of the run and the counts of the summary table."""
     import nemesis_check as nc
 
     adds = [nc.add_of(r) for r in journals["adds"].records]
     faults = journals["faults"].records
-    grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace
-             for k in ALL_KINDS}
+    grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace for k in ALL_KINDS}
     windows = nc.windows_of(faults, grace, settings.grace)
-    result = nc.check(adds, [nc.delivery_of(d) for d in deliveries], windows, until, origin,
-                      failovers=settings.sentinel)
+    result = nc.check(
+        adds,
+        [nc.delivery_of(d) for d in deliveries],
+        windows,
+        until,
+        origin,
+        failovers=settings.sentinel,
+    )
     restarts: Counter[str] = Counter()
     for r in journals["restarts"].records:
         restarts[f"process: {classify(r['cause'])}"] += 1
@@ -1163,11 +1356,14 @@ def failovers(faults: list[dict[str, Any]]) -> dict[str, Any]:
     for kind in FAILOVERS:
         mine = [f for f in faults if f["kind"] == kind]
         times = sorted(f["answered_after"] for f in mine if "answered_after" in f)
-        found[kind] = {"drawn": len(mine), "hit": sum(bool(f.get("hit")) for f in mine),
-                       "promoted": sum(bool(f.get("promoted")) for f in mine),
-                       "answered_after": [f.get("answered_after") for f in mine],
-                       "median": round(statistics.median(times), 2) if times else None,
-                       "max": times[-1] if times else None}
+        found[kind] = {
+            "drawn": len(mine),
+            "hit": sum(bool(f.get("hit")) for f in mine),
+            "promoted": sum(bool(f.get("promoted")) for f in mine),
+            "answered_after": [f.get("answered_after") for f in mine],
+            "median": round(statistics.median(times), 2) if times else None,
+            "max": times[-1] if times else None,
+        }
     return found
 
 
@@ -1176,22 +1372,39 @@ def table(s: dict[str, Any]) -> str:
     stall, out = s["longest_stall"], s["longest_stall_outside_faults"]
     rows = [
         ("result", "OK" if s["ok"] else "FAILED"),
-        ("mode", s.get("mode", "proxy") + (f", adds wait for {s['wait_replicas']} "
-                                            "replica(s)" if s.get("wait_replicas") else "")),
+        (
+            "mode",
+            s.get("mode", "proxy")
+            + (
+                f", adds wait for {s['wait_replicas']} replica(s)" if s.get("wait_replicas") else ""
+            ),
+        ),
         ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
-        *[(f"  {k}", f"{v['drawn']} ({v['hit']} hit"
-           + (f", {v['in_sink']} inside foreachBatch)" if "in_sink" in v else ")"))
-          for k, v in sorted(s["faults_by_kind"].items())],
+        *[
+            (
+                f"  {k}",
+                f"{v['drawn']} ({v['hit']} hit"
+                + (f", {v['in_sink']} inside foreachBatch)" if "in_sink" in v else ")"),
+            )
+            for k, v in sorted(s["faults_by_kind"].items())
+        ],
         ("acknowledged adds", s["adds"]),
-        *([("  kept (a replica confirmed)", s["kept"]),
-           ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})")]
-          if s.get("mode") == "sentinel" else []),
+        *(
+            [
+                ("  kept (a replica confirmed)", s["kept"]),
+                ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})"),
+            ]
+            if s.get("mode") == "sentinel"
+            else []
+        ),
         ("lost (I1)" + (", kept adds" if s.get("mode") == "sentinel" else ""), s["lost"]),
         ("sink calls / batches", f"{s['sink_calls']} / {s['batches']}"),
         ("replays (differing: I3)", f"{s['replays']} ({len(s['replays_differing'])})"),
         ("empty batches", len(s["empty_batches"])),
-        ("duplicate rows", f"{s['duplicate_rows']} of {s['rows']} "
-                           f"({100 * s['duplicate_ratio']:.2f}%)"),
+        (
+            "duplicate rows",
+            f"{s['duplicate_rows']} of {s['rows']} ({100 * s['duplicate_ratio']:.2f}%)",
+        ),
         ("stuck after drain", ", ".join(f"{k} {v}" for k, v in s["stuck"].items())),
         ("drain", f"{s['drain_seconds']:.1f} s" + ("" if s["drained"] else " (NOT drained)")),
         ("longest stall", "-" if not stall else f"{stall['seconds']} s at t+{stall['from']}"),
@@ -1201,13 +1414,22 @@ def table(s: dict[str, Any]) -> str:
     ]
     if "failovers" in s:
         rows.append(("failovers (promoted of drawn; s to a write: median, max)", ""))
-        rows += [(f"  {kind}", f"{f['promoted']} of {f['drawn']}" + (
-            f"; {f['median']}, {f['max']}" if f["max"] is not None else ""))
-            for kind, f in s["failovers"].items()]
+        rows += [
+            (
+                f"  {kind}",
+                f"{f['promoted']} of {f['drawn']}"
+                + (f"; {f['median']}, {f['max']}" if f["max"] is not None else ""),
+            )
+            for kind, f in s["failovers"].items()
+        ]
     if "dehydrator" in s:
         d = s["dehydrator"]
-        rows += [("parks", d["parks"]), ("  lost", d["lost"]), ("  released early", d["early"]),
-                 ("  not in Ick", d["not_in_ick"])]
+        rows += [
+            ("parks", d["parks"]),
+            ("  lost", d["lost"]),
+            ("  released early", d["early"]),
+            ("  not in Ick", d["not_in_ick"]),
+        ]
     rows = [(str(k) if len(str(k)) <= 60 else str(k)[:57] + "...", v) for k, v in rows]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -1220,21 +1442,41 @@ def parse(argv: list[str]) -> Settings:
     p.add_argument("--out", default="nemesis-out")
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--rate", type=float, default=30.0, help="adds per second")
-    p.add_argument("--every", type=float, nargs=2, default=(5.0, 15.0),
-                   help="seconds between faults (min max)")
+    p.add_argument(
+        "--every", type=float, nargs=2, default=(5.0, 15.0), help="seconds between faults (min max)"
+    )
     p.add_argument("--drain-timeout", type=float, default=180.0)
     p.add_argument("--consumer-id", default="", help="fixed consumerId (default: random)")
-    p.add_argument("--kinds", default="", help=f"comma-separated subset of {','.join(KINDS)}"
-                   f" (--sentinel: of {','.join(SENTINEL_KINDS)})")
+    p.add_argument(
+        "--kinds",
+        default="",
+        help=f"comma-separated subset of {','.join(KINDS)}"
+        f" (--sentinel: of {','.join(SENTINEL_KINDS)})",
+    )
     p.add_argument("--dehydrator", action="store_true", help="add the dehydrator loop")
-    p.add_argument("--sentinel", action="store_true",
-                   help="the Ick on a Sentinel set (primary, 2 replicas, 3 sentinels)")
-    p.add_argument("--wait-timeout", type=float, default=2.0,
-                   help="--sentinel: seconds an add waits for a replica")
-    p.add_argument("--wait-replicas", type=int, default=1, choices=(1, 2),
-                   help="--sentinel: replicas an add waits for (2: both)")
-    p.add_argument("--durable", action="store_true",
-                   help="--sentinel: data nodes with appendonly yes, appendfsync always")
+    p.add_argument(
+        "--sentinel",
+        action="store_true",
+        help="the Ick on a Sentinel set (primary, 2 replicas, 3 sentinels)",
+    )
+    p.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=2.0,
+        help="--sentinel: seconds an add waits for a replica",
+    )
+    p.add_argument(
+        "--wait-replicas",
+        type=int,
+        default=1,
+        choices=(1, 2),
+        help="--sentinel: replicas an add waits for (2: both)",
+    )
+    p.add_argument(
+        "--durable",
+        action="store_true",
+        help="--sentinel: data nodes with appendonly yes, appendfsync always",
+    )
     p.add_argument("--cluster", action="store_true", help="not implemented")
     a = p.parse_args(argv)
     if a.cluster:
@@ -1245,11 +1487,22 @@ def parse(argv: list[str]) -> Settings:
     allowed = SENTINEL_KINDS if a.sentinel else KINDS
     if set(kinds) - set(allowed):
         p.error(f"unknown fault kinds {sorted(set(kinds) - set(allowed))}")
-    return Settings(minutes=a.minutes, seed=a.seed, out=a.out, shards=a.shards, rate=a.rate,
-                    every=tuple(a.every), drain_timeout=a.drain_timeout,
-                    consumer_id=a.consumer_id, kinds=kinds, dehydrator=a.dehydrator,
-                    sentinel=a.sentinel, wait_timeout=a.wait_timeout,
-                    wait_replicas=a.wait_replicas, durable=a.durable)
+    return Settings(
+        minutes=a.minutes,
+        seed=a.seed,
+        out=a.out,
+        shards=a.shards,
+        rate=a.rate,
+        every=tuple(a.every),
+        drain_timeout=a.drain_timeout,
+        consumer_id=a.consumer_id,
+        kinds=kinds,
+        dehydrator=a.dehydrator,
+        sentinel=a.sentinel,
+        wait_timeout=a.wait_timeout,
+        wait_replicas=a.wait_replicas,
+        durable=a.durable,
+    )
 
 
 @contextlib.contextmanager

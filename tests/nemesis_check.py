@@ -76,8 +76,14 @@ class Stall(NamedTuple):
 
 
 def add_of(record: dict[str, Any]) -> Add:
-    return Add(str(record["member"]), float(record["score"]), int(record["shard"]),
-               int(record["reserved"]), float(record["at"]), bool(record.get("kept", True)))
+    return Add(
+        str(record["member"]),
+        float(record["score"]),
+        int(record["shard"]),
+        int(record["reserved"]),
+        float(record["at"]),
+        bool(record.get("kept", True)),
+    )
 
 
 def delivery_of(record: dict[str, Any]) -> Delivery:
@@ -227,8 +233,14 @@ def longest_outside(found: Iterable[Stall], windows: Sequence[Window]) -> Stall 
 # --- the whole check ----------------------------------------------------------------------
 
 
-def check(adds: Sequence[Add], deliveries: Sequence[Delivery], windows: Sequence[Window],
-          until: float, origin: float = 0.0, failovers: bool = False) -> dict[str, Any]:
+def check(
+    adds: Sequence[Add],
+    deliveries: Sequence[Delivery],
+    windows: Sequence[Window],
+    until: float,
+    origin: float = 0.0,
+    failovers: bool = False,
+) -> dict[str, Any]:
     """Every check of a run; ``ok`` is True when no kept add was lost, every replay was
     identical and no batch was empty. With ``failovers`` (a Sentinel set), an empty batch
     is reported, not a failure: a reservation that a primary took and did not replicate is
@@ -242,16 +254,25 @@ def check(adds: Sequence[Add], deliveries: Sequence[Delivery], windows: Sequence
     repeated, differ = replays(deliveries)
     empty = empty_batches(deliveries)
     dups, rows = duplicates(adds, deliveries)
-    found = [Stall(max(s.start, origin), s.end) for s in stalls(kept, deliveries, until)
-             if s.end > origin]  # from the first batch on (a cold start is not a stall)
+    found = [
+        Stall(max(s.start, origin), s.end)
+        for s in stalls(kept, deliveries, until)
+        if s.end > origin
+    ]  # from the first batch on (a cold start is not a stall)
     found.sort(key=lambda s: -s.seconds)
     worst = found[0] if found else None
     out = longest_outside(found, windows)
 
     def shown(s: Stall | None) -> dict[str, float] | None:
-        return None if s is None else {"seconds": round(s.seconds, 2),
-                                       "from": round(s.start - origin, 2),
-                                       "to": round(s.end - origin, 2)}
+        return (
+            None
+            if s is None
+            else {
+                "seconds": round(s.seconds, 2),
+                "from": round(s.start - origin, 2),
+                "to": round(s.end - origin, 2),
+            }
+        )
 
     return {
         "ok": not missing and not differ and (failovers or not empty),
@@ -287,12 +308,15 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def windows_of(faults: Iterable[dict[str, Any]], grace: dict[str, float],
-               default_grace: float) -> list[Window]:
+def windows_of(
+    faults: Iterable[dict[str, Any]], grace: dict[str, float], default_grace: float
+) -> list[Window]:
     """Fault records as windows: from the fault's start to its end plus the grace of its
     kind (the time a consumer needs to come back from it)."""
-    return [Window(f["kind"], float(f["start"]),
-                   float(f["end"]) + grace.get(f["kind"], default_grace)) for f in faults]
+    return [
+        Window(f["kind"], float(f["start"]), float(f["end"]) + grace.get(f["kind"], default_grace))
+        for f in faults
+    ]
 
 
 def main(argv: list[str]) -> int:

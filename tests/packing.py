@@ -21,4 +21,4 @@ def decode_rows(packed: bytes, width: int) -> list[tuple[bytes, ...]]:
             assert struct.unpack_from(">BI", packed, at) == (0xDB, len(value))
             at += 5 + len(value)
         assert at == len(packed)
-    return [tuple(values[i:i + width]) for i in range(0, len(values), width)]
+    return [tuple(values[i : i + width]) for i in range(0, len(values), width)]

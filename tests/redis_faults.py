@@ -62,11 +62,9 @@ class SlotMigration:
         if self.source.port == self.target.port:
             raise IckError(f"slot {self.slot} is served by port {self.target.port} already")
         with self.target.client() as c:
-            c.execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING",
-                              node_id(self.source))
+            c.execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING", node_id(self.source))
         with self.source.client() as c:
-            c.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING",
-                              node_id(self.target))
+            c.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING", node_id(self.target))
 
     def keys_left(self) -> int:
         """How many keys of the slot are still on the source."""
@@ -80,8 +78,16 @@ class SlotMigration:
         with self.source.client() as c:
             keys = c.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, self.keys_per_step)
             if keys:
-                c.execute_command("MIGRATE", self.target.host, self.target.port, "", 0,
-                                  self.timeout_ms, "KEYS", *keys)
+                c.execute_command(
+                    "MIGRATE",
+                    self.target.host,
+                    self.target.port,
+                    "",
+                    0,
+                    self.timeout_ms,
+                    "KEYS",
+                    *keys,
+                )
         self.moved += len(keys)
         self.steps += bool(keys)
         return len(keys)
@@ -91,8 +97,11 @@ class SlotMigration:
         (call once ``step()`` returned 0)."""
         assert self.source is not None, "begin() first"
         target = node_id(self.target)
-        others = [n for n in self.cluster.primaries()
-                  if n.port not in (self.target.port, self.source.port)]
+        others = [
+            n
+            for n in self.cluster.primaries()
+            if n.port not in (self.target.port, self.source.port)
+        ]
         for node in [self.target, self.source, *others]:
             with node.client() as c:
                 c.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", target)
@@ -109,9 +118,14 @@ class SlotMigration:
         return self.moved
 
 
-def migrate_slot(cluster: RedisClusterServers, slot: int, target: RedisServer, *,
-                 keys_per_step: int = 10,
-                 between: Callable[[SlotMigration], None] | None = None) -> int:
+def migrate_slot(
+    cluster: RedisClusterServers,
+    slot: int,
+    target: RedisServer,
+    *,
+    keys_per_step: int = 10,
+    between: Callable[[SlotMigration], None] | None = None,
+) -> int:
     """Move hash ``slot`` to ``target`` in MIGRATE steps of ``keys_per_step`` keys, as
     ``redis-cli --cluster reshard`` does; ``between(migration)`` runs while the slot is
     MIGRATING with nothing moved and after each step. Returns how many keys moved."""

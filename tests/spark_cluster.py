@@ -31,8 +31,14 @@ SPARK_SUBMIT = SPARK_HOME / "bin" / "spark-submit"
 def spark_env(conf_dir: Path, **extra: str) -> dict[str, str]:
     """The environment of a Spark process here: loopback only, an empty conf dir of ours
     (no spark-defaults.conf or spark-env.sh of the machine's), small daemon heaps."""
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_CONF_DIR": str(conf_dir),
-           "SPARK_LOCAL_IP": HOST, "SPARK_DAEMON_MEMORY": "512m", **extra}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_CONF_DIR": str(conf_dir),
+        "SPARK_LOCAL_IP": HOST,
+        "SPARK_DAEMON_MEMORY": "512m",
+        **extra,
+    }
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     return env
 
@@ -75,27 +81,62 @@ class StandaloneCluster:
     def _daemon(self, name: str, *args: str) -> None:
         log = (self.directory / f"{name}.log").open("wb")
         with log:
-            self.processes.append(subprocess.Popen(
-                [str(SPARK_CLASS), *args], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env=spark_env(self.directory / "conf", **self.env),
-                start_new_session=True, cwd=self.directory))
+            self.processes.append(
+                subprocess.Popen(
+                    [str(SPARK_CLASS), *args],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=spark_env(self.directory / "conf", **self.env),
+                    start_new_session=True,
+                    cwd=self.directory,
+                )
+            )
 
     def start(self, timeout: float = 60.0) -> StandaloneCluster:
         (self.directory / "conf").mkdir(parents=True, exist_ok=True)
         self.port, self.ui_port = free_port(), free_port()
-        self._daemon("master", "org.apache.spark.deploy.master.Master", "--host", HOST,
-                     "--port", str(self.port), "--webui-port", str(self.ui_port))
-        wait_until(lambda: self.state().get("status") == "ALIVE", timeout=timeout,
-                   interval=0.5, what=f"the Spark master on {self.url}")
+        self._daemon(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
+        wait_until(
+            lambda: self.state().get("status") == "ALIVE",
+            timeout=timeout,
+            interval=0.5,
+            what=f"the Spark master on {self.url}",
+        )
         for i in range(self.workers):
             self.worker_dir(i).mkdir(parents=True, exist_ok=True)
-            self._daemon(f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
-                         "--host", HOST, "--port", str(free_port()),
-                         "--webui-port", str(free_port()), "--cores", str(self.cores),
-                         "--memory", self.memory, "--work-dir", str(self.worker_dir(i)),
-                         self.url)
-        wait_until(lambda: len(self.alive_workers()) == self.workers, timeout=timeout,
-                   interval=0.5, what=f"{self.workers} workers registered with {self.url}")
+            self._daemon(
+                f"worker-{i}",
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                HOST,
+                "--port",
+                str(free_port()),
+                "--webui-port",
+                str(free_port()),
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--work-dir",
+                str(self.worker_dir(i)),
+                self.url,
+            )
+        wait_until(
+            lambda: len(self.alive_workers()) == self.workers,
+            timeout=timeout,
+            interval=0.5,
+            what=f"{self.workers} workers registered with {self.url}",
+        )
         return self
 
     def state(self) -> dict[str, Any]:
@@ -110,14 +151,18 @@ class StandaloneCluster:
         return [w for w in self.state().get("workers", []) if w.get("state") == "ALIVE"]
 
     def logs(self) -> str:
-        return "".join(f"--- {p.name}\n{p.read_text(errors='replace')}"
-                       for p in sorted(self.directory.glob("*.log")))
+        return "".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')}"
+            for p in sorted(self.directory.glob("*.log"))
+        )
 
     def executor_logs(self) -> str:
         """The stderr of every executor the workers ran (work-dir/app-*/N/stderr)."""
-        return "".join(p.read_text(errors="replace")
-                       for i in range(self.workers)
-                       for p in sorted(self.worker_dir(i).glob("app-*/*/stderr")))
+        return "".join(
+            p.read_text(errors="replace")
+            for i in range(self.workers)
+            for p in sorted(self.worker_dir(i).glob("app-*/*/stderr"))
+        )
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -125,21 +170,44 @@ class StandaloneCluster:
         self.processes.clear()
 
 
-def submit(script: Path, *args: str, master: str, env: dict[str, str], conf_dir: Path,
-           conf: dict[str, str] | None = None, timeout: float = 180.0,
-           log: Path | None = None) -> subprocess.CompletedProcess[str]:
+def submit(
+    script: Path,
+    *args: str,
+    master: str,
+    env: dict[str, str],
+    conf_dir: Path,
+    conf: dict[str, str] | None = None,
+    timeout: float = 180.0,
+    log: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     """``spark-submit --master MASTER --deploy-mode client SCRIPT ARGS`` in a process group of
     its own (killed on timeout); stdout and stderr together in ``.stdout``."""
-    settings = {"spark.driver.host": HOST, "spark.driver.bindAddress": HOST,
-                "spark.ui.enabled": "false", **(conf or {})}
-    command = [str(SPARK_SUBMIT), "--master", master, "--deploy-mode", "client",
-               *[a for k, v in settings.items() for a in ("--conf", f"{k}={v}")],
-               str(script), *args]
+    settings = {
+        "spark.driver.host": HOST,
+        "spark.driver.bindAddress": HOST,
+        "spark.ui.enabled": "false",
+        **(conf or {}),
+    }
+    command = [
+        str(SPARK_SUBMIT),
+        "--master",
+        master,
+        "--deploy-mode",
+        "client",
+        *[a for k, v in settings.items() for a in ("--conf", f"{k}={v}")],
+        str(script),
+        *args,
+    ]
     out = (log or conf_dir / "submit.log").open("w+b")
     with out:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=subprocess.STDOUT, env=spark_env(conf_dir, **env),
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=spark_env(conf_dir, **env),
+            start_new_session=True,
+        )
         try:
             code = process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -178,21 +246,40 @@ class ConnectServer:
         settings = {
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(self.port),
-            "spark.driver.host": HOST, "spark.driver.bindAddress": HOST,
-            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+            "spark.driver.host": HOST,
+            "spark.driver.bindAddress": HOST,
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
         }
-        env = spark_env(conf_dir, PYSPARK_PYTHON=self.python,
-                        PYSPARK_DRIVER_PYTHON=self.python,
-                        SPARK_PID_DIR=str(self.directory), SPARK_LOG_DIR=str(self.directory))
+        env = spark_env(
+            conf_dir,
+            PYSPARK_PYTHON=self.python,
+            PYSPARK_DRIVER_PYTHON=self.python,
+            SPARK_PID_DIR=str(self.directory),
+            SPARK_LOG_DIR=str(self.directory),
+        )
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                [str(SPARK_HOME / "sbin" / "start-connect-server.sh"), "--wait",
-                 "--master", self.master,
-                 *[a for k, v in settings.items() for a in ("--conf", f"{k}={v}")]],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, cwd=self.directory)
-        wait_until(self._listening, timeout=timeout, interval=0.5,
-                   what=f"the Spark Connect server on port {self.port}")
+                [
+                    str(SPARK_HOME / "sbin" / "start-connect-server.sh"),
+                    "--wait",
+                    "--master",
+                    self.master,
+                    *[a for k, v in settings.items() for a in ("--conf", f"{k}={v}")],
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=self.directory,
+            )
+        wait_until(
+            self._listening,
+            timeout=timeout,
+            interval=0.5,
+            what=f"the Spark Connect server on port {self.port}",
+        )
         return self
 
     def _listening(self) -> bool:

@@ -24,8 +24,9 @@ URL, WORK = sys.argv[1], Path(sys.argv[2])
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "crash"))
 FAULT_FILE = WORK / "fault"
-os.environ.update(PYSPARK_ICK_FAULT_FILE=str(FAULT_FILE),
-                  PYSPARK_ICK_FAULT_COUNTER=str(WORK / "fault-count"))
+os.environ.update(
+    PYSPARK_ICK_FAULT_FILE=str(FAULT_FILE), PYSPARK_ICK_FAULT_COUNTER=str(WORK / "fault-count")
+)
 import faults  # noqa: E402 - tests/crash, found through the path above
 
 faults.arm(os.environ)  # before the JVM starts: Spark's Python processes inherit it
@@ -42,8 +43,10 @@ CAP, SHARDS = 40, 2
 # Spark 4.2's admission control for Python sources, and 4.1's streaming Arrow writer
 ADMISSION = importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
 seen: dict[str, Any] = {
-    "pyspark": pyspark.__version__, "admission_control": ADMISSION,
-    "arrow_stream_writer": hasattr(pyspark.sql.datasource, "DataSourceStreamArrowWriter")}
+    "pyspark": pyspark.__version__,
+    "admission_control": ADMISSION,
+    "arrow_stream_writer": hasattr(pyspark.sql.datasource, "DataSourceStreamArrowWriter"),
+}
 
 
 def check(ok: bool, what: str) -> None:
@@ -58,19 +61,30 @@ def arm(point: str = "", after: int = 1, kill: str = "exit") -> None:
     (WORK / "fault-count").unlink(missing_ok=True)
 
 
-spark = (SparkSession.builder.master("local[2]").appName("pyspark-ick-versions")
-         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-         .getOrCreate())
+spark = (
+    SparkSession.builder.master("local[2]")
+    .appName("pyspark-ick-versions")
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.shuffle.partitions", "2")
+    .getOrCreate()
+)
 spark.sparkContext.setLogLevel("ERROR")
 client = connect(URL)
 ick = ShardedIck(client, "v", SHARDS)
 
 # --- a batch write ----------------------------------------------------------------------
 members = [f"m{i:03d}" for i in range(150)]
-(spark.createDataFrame([(m, float(i)) for i, m in enumerate(members)],
-                       "member string, score double")
- .write.format("ick").option("redis.url", URL).option("ick", "v").option("shards", SHARDS)
- .mode("append").save())
+(
+    spark.createDataFrame(
+        [(m, float(i)) for i, m in enumerate(members)], "member string, score double"
+    )
+    .write.format("ick")
+    .option("redis.url", URL)
+    .option("ick", "v")
+    .option("shards", SHARDS)
+    .mode("append")
+    .save()
+)
 check(ick.stats()["total_size"] == len(members), "the batch write added every member")
 
 # --- a stream drain, crashed twice and restarted from its checkpoint --------------------
@@ -86,12 +100,18 @@ def sink(df: Any, batch_id: int) -> None:
 
 
 def drain(checkpoint: Path, **options: Any) -> Any:
-    reader = (spark.readStream.format("ick").option("redis.url", URL).option("ick", "v")
-              .option("shards", SHARDS).option("maxMembersPerTrigger", CAP))
+    reader = (
+        spark.readStream.format("ick")
+        .option("redis.url", URL)
+        .option("ick", "v")
+        .option("shards", SHARDS)
+        .option("maxMembersPerTrigger", CAP)
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
-    return (reader.load().writeStream.foreachBatch(sink)
-            .option("checkpointLocation", str(checkpoint)))
+    return (
+        reader.load().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    )
 
 
 def until_empty(checkpoint: Path) -> str | None:
@@ -115,16 +135,23 @@ for n in range(3):
     attempt["n"] = n
     failures.append(until_empty(checkpoint))
     arm()
-check(failures[0] is not None and failures[1] is not None and failures[2] is None,
-      f"two crashes, then a clean run: {failures}")
+check(
+    failures[0] is not None and failures[1] is not None and failures[2] is None,
+    f"two crashes, then a clean run: {failures}",
+)
 delivered = [m for runs in batches.values() for m, _ in runs[-1]]
-seen["drain"] = {"batches": len(batches), "sizes": [len(b[-1]) for b in batches.values()],
-                 "failures": failures}
+seen["drain"] = {
+    "batches": len(batches),
+    "sizes": [len(b[-1]) for b in batches.values()],
+    "failures": failures,
+}
 check(sorted(set(delivered)) == members, "every member delivered")
 check(len(delivered) == len(members), "each member once (no re-add happened)")
 check(all(len(runs[-1]) <= CAP for runs in batches.values()), "batches capped")
-check(all(run == runs[0] for runs in batches.values() for run in runs),
-      "a replayed batch has exactly the same rows (I3)")
+check(
+    all(run == runs[0] for runs in batches.values() for run in runs),
+    "a replayed batch has exactly the same rows (I3)",
+)
 check(len(batches[1]) == 2, "batch 1 was replayed after the crash")
 check(ick.stats()["total_size"] == 0, "the Ick is empty")
 
@@ -137,32 +164,49 @@ got = sum(len(runs[-1]) for runs in batches.values())
 check(until_empty(WORK / "available") is None, "the query after AvailableNow ran")
 after = [m for runs in batches.values() for m, _ in runs[-1]]
 seen["available_now"] = {"backlog": 100, "delivered": got, "then": len(after) - got}
-check(got == (100 if ADMISSION else CAP),
-      "AvailableNow: all (pyspark 4.2+), else one batch of the cap")
-check(sorted(after) == [f"n{i:03d}" for i in range(100)],
-      "what AvailableNow left is delivered once by the next query from its checkpoint")
+check(
+    got == (100 if ADMISSION else CAP),
+    "AvailableNow: all (pyspark 4.2+), else one batch of the cap",
+)
+check(
+    sorted(after) == [f"n{i:03d}" for i in range(100)],
+    "what AvailableNow left is delivered once by the next query from its checkpoint",
+)
 check(ick.stats()["total_size"] == 0, "the Ick is empty")
 
 # --- the dehydrator: streaming sink with a timestamp column, stream source -------------
 now_s = int(client.time()[0])
 source = WORK / "parked"
 source.mkdir()
-(source / "rows.json").write_text("".join(
-    json.dumps({"element": f"doc:{i}", "releaseAt": now_s - i}) + "\n"
-    for i in range(30)))
-(spark.readStream.schema("element string, releaseAt long").json(str(source))
- .selectExpr("element", "timestamp_seconds(releaseAt) AS releaseAt")
- .writeStream.format("dehydrator").option("redis.url", URL).option("dehydrator", "d")
- .option("checkpointLocation", str(WORK / "park")).trigger(availableNow=True).start()
- .awaitTermination(120))
+(source / "rows.json").write_text(
+    "".join(json.dumps({"element": f"doc:{i}", "releaseAt": now_s - i}) + "\n" for i in range(30))
+)
+(
+    spark.readStream.schema("element string, releaseAt long")
+    .json(str(source))
+    .selectExpr("element", "timestamp_seconds(releaseAt) AS releaseAt")
+    .writeStream.format("dehydrator")
+    .option("redis.url", URL)
+    .option("dehydrator", "d")
+    .option("checkpointLocation", str(WORK / "park"))
+    .trigger(availableNow=True)
+    .start()
+    .awaitTermination(120)
+)
 parked = Dehydrator(client, "d")
 check(parked.size() == 30, "the streaming sink parked every element")
 rows: list[Any] = []
-query = (spark.readStream.format("dehydrator").option("redis.url", URL)
-         .option("dehydrator", "d").option("maxElementsPerTrigger", 12).load()
-         .writeStream.foreachBatch(lambda df, i: rows.extend(df.collect()))
-         .option("checkpointLocation", str(WORK / "rehydrate"))
-         .trigger(processingTime="0 seconds").start())
+query = (
+    spark.readStream.format("dehydrator")
+    .option("redis.url", URL)
+    .option("dehydrator", "d")
+    .option("maxElementsPerTrigger", 12)
+    .load()
+    .writeStream.foreachBatch(lambda df, i: rows.extend(df.collect()))
+    .option("checkpointLocation", str(WORK / "rehydrate"))
+    .trigger(processingTime="0 seconds")
+    .start()
+)
 deadline = time.monotonic() + 60
 while len(rows) < 30 and time.monotonic() < deadline:
     time.sleep(0.2)
@@ -170,8 +214,10 @@ query.stop()
 due = {r.element: int(r.due.timestamp() * 1000) for r in rows}
 seen["dehydrator"] = {"delivered": len(rows)}
 check(sorted(due) == sorted(f"doc:{i}" for i in range(30)), "every element released once")
-check(all(due[f"doc:{i}"] == (now_s - i) * 1000 for i in range(30)),
-      "due times as written (the releaseAt timestamps, in UTC)")
+check(
+    all(due[f"doc:{i}"] == (now_s - i) * 1000 for i in range(30)),
+    "due times as written (the releaseAt timestamps, in UTC)",
+)
 check(parked.size() == 0, "the dehydrator is empty")
 print(json.dumps(seen), flush=True)
 spark.stop()

@@ -47,8 +47,13 @@ def read_stream(spark: Any, fmt: str, url: str, **options: Any) -> Any:
 def drain(spark: Any, fmt: str, url: str, ckpt: str, **options: Any) -> Any:
     """An AvailableNow query from checkpoint ``ckpt`` into a Sink: (query, sink)."""
     sink = Sink()
-    query = (read_stream(spark, fmt, url, **options).writeStream.foreachBatch(sink)
-             .trigger(availableNow=True).option("checkpointLocation", ckpt).start())
+    query = (
+        read_stream(spark, fmt, url, **options)
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", ckpt)
+        .start()
+    )
     return query, sink
 
 
@@ -62,8 +67,9 @@ def test_shard_of_routes_the_escaped_text_and_the_bytes_alike(client):
     sharded.add({RAW: 1.0})
     sharded.add({TEXT: 2.0})  # the same Redis string: folded, lower score kept
     i = sharded.shard_of(RAW)
-    assert client.zrange(IckKeys(shard_names("routed", 7)[i]).pset, 0, -1,
-                         withscores=True) == [(RAW, 1.0)]
+    assert client.zrange(IckKeys(shard_names("routed", 7)[i]).pset, 0, -1, withscores=True) == [
+        (RAW, 1.0)
+    ]
     assert sharded.stats()["total_size"] == 1
 
 
@@ -88,8 +94,7 @@ def test_dehydrator_pull_look_update_and_xack_take_what_xpoll_handed_out(client,
     d.push(other, "two", 0)
     d.push("plain", "three", 0)
     ids = d.xpoll()
-    assert sorted(ids) == sorted(["i\udcffd", other.decode("utf-8", "surrogateescape"),
-                                  "plain"])
+    assert sorted(ids) == sorted(["i\udcffd", other.decode("utf-8", "surrogateescape"), "plain"])
     id = b"i\xffd" if isinstance(form, bytes) else "i\udcffd"
     assert d.look(id) == "one"
     assert d.update(id, "uno") == "one"
@@ -112,7 +117,8 @@ def test_the_dehydrator_routes_the_escaped_text_and_the_bytes_alike(client):
 
 
 def test_a_member_that_is_not_utf8_fails_the_string_reader_and_binary_delivers_it(
-        spark, redis_url, client, tmp_path):
+    spark, redis_url, client, tmp_path
+):
     sharded = ShardedIck(client, "gem", 2)
     sharded.add({f"doc:{i}": float(i) for i in range(6)})
     shard = zlib.crc32(RAW) % 2  # the gem's producer writes the pset directly
@@ -130,13 +136,13 @@ def test_a_member_that_is_not_utf8_fails_the_string_reader_and_binary_delivers_i
     assert log["open_reservations"] >= 1 and log["open_members"] >= 1  # nothing committed
     assert client.zscore(IckKeys(f"gem:{shard}").cset, RAW) == 2.5  # still reserved
 
-    query, sink = drain(spark, "ick", redis_url, ckpt, ick="gem", shards=2,
-                        memberType="binary")
+    query, sink = drain(spark, "ick", redis_url, ckpt, ick="gem", shards=2, memberType="binary")
     assert query.awaitTermination(120)
     rows = sink.rows()
     assert all(isinstance(r.member, bytearray | bytes) for r in rows)
     assert first | {bytes(r.member) for r in rows} == {RAW} | {
-        f"doc:{i}".encode() for i in range(6)}
+        f"doc:{i}".encode() for i in range(6)
+    }
     assert [r.shard for r in rows if bytes(r.member) == RAW] == [shard]
     assert sharded.stats()["total_size"] == 0
     assert {describe(client, f"gem:{i}")["open_reservations"] for i in range(2)} == {0}
@@ -146,14 +152,17 @@ def test_the_snapshot_reader_takes_member_type(spark, redis_url, client):
     ShardedIck(client, "snap", 2).add({RAW: 1.0, "ok": 2.0})
 
     def read(**options: Any) -> Any:
-        reader = spark.read.format("ick").option("redis.url", redis_url) \
-            .option("ick", "snap").option("shards", 2)
+        reader = (
+            spark.read.format("ick")
+            .option("redis.url", redis_url)
+            .option("ick", "snap")
+            .option("shards", 2)
+        )
         for key, value in options.items():
             reader = reader.option(key, value)
         return reader
 
-    assert read(memberType="binary").load().schema["member"].dataType.simpleString() \
-        == "binary"
+    assert read(memberType="binary").load().schema["member"].dataType.simpleString() == "binary"
     rows = read(memberType="binary").load().collect()
     assert sorted(bytes(r.member) for r in rows) == [RAW, b"ok"]
     with pytest.raises(Exception, match=r"Ick 'snap' shard \d.*b'a\\xffb'.*memberType=binary"):
@@ -161,7 +170,8 @@ def test_the_snapshot_reader_takes_member_type(spark, redis_url, client):
 
 
 def test_an_id_that_is_not_utf8_fails_the_string_source_and_id_type_binary_delivers_it(
-        spark, redis_url, client, tmp_path):
+    spark, redis_url, client, tmp_path
+):
     d = Dehydrator(client, "raw_ids", 2)
     d.park([b"i\xffd", "plain"], ["one", "two"], [0, 0])
     ckpt = str(tmp_path / "ckpt")
@@ -171,11 +181,14 @@ def test_an_id_that_is_not_utf8_fails_the_string_source_and_id_type_binary_deliv
     message = str(info.value)
     assert "dehydrator 'raw_ids' shard" in message
     assert repr(b"i\xffd") in message and "idType=binary" in message
-    query, sink = drain(spark, "dehydrator", redis_url, ckpt, dehydrator="raw_ids", shards=2,
-                        idType="binary")
+    query, sink = drain(
+        spark, "dehydrator", redis_url, ckpt, dehydrator="raw_ids", shards=2, idType="binary"
+    )
     assert query.awaitTermination(120)
     assert sorted((bytes(r.id), r.element) for r in sink.rows()) == [
-        (b"i\xffd", "one"), (b"plain", "two")]
+        (b"i\xffd", "one"),
+        (b"plain", "two"),
+    ]
     assert d.size() == 0 and client.keys("raw_ids*/dh/*claim:*") == []
 
 
@@ -184,21 +197,32 @@ def test_an_id_that_is_not_utf8_fails_the_string_source_and_id_type_binary_deliv
 
 def test_a_binary_member_column_is_written_as_it_is(spark, redis_url, client):
     members = [RAW, b"\x00\xfe", b"doc:1", "é".encode()]
-    df = spark.createDataFrame([(m, float(i)) for i, m in enumerate(members)],
-                               "member binary, score double")
-    df.write.format("ick").option("redis.url", redis_url).option("ick", "written") \
-        .option("shards", 3).mode("append").save()
+    df = spark.createDataFrame(
+        [(m, float(i)) for i, m in enumerate(members)], "member binary, score double"
+    )
+    df.write.format("ick").option("redis.url", redis_url).option("ick", "written").option(
+        "shards", 3
+    ).mode("append").save()
     sharded = ShardedIck(client, "written", 3)
     for i, member in enumerate(members):
         key = IckKeys(shard_names("written", 3)[sharded.shard_of(member)]).pset
         assert client.zscore(key, member) == float(i), member
-    rows = spark.read.format("ick").option("redis.url", redis_url).option("ick", "written") \
-        .option("shards", 3).option("memberType", "binary").load().collect()
+    rows = (
+        spark.read.format("ick")
+        .option("redis.url", redis_url)
+        .option("ick", "written")
+        .option("shards", 3)
+        .option("memberType", "binary")
+        .load()
+        .collect()
+    )
     assert sorted((bytes(r.member), r.shard) for r in rows) == sorted(
-        (m, sharded.shard_of(m)) for m in members)
+        (m, sharded.shard_of(m)) for m in members
+    )
     # without a score column: scored with Redis server time, the same routing
-    df.select("member").write.format("ick").option("redis.url", redis_url) \
-        .option("ick", "timed").option("shards", 3).mode("append").save()
+    df.select("member").write.format("ick").option("redis.url", redis_url).option(
+        "ick", "timed"
+    ).option("shards", 3).mode("append").save()
     timed = ShardedIck(client, "timed", 3)
     for member in members:
         key = IckKeys(shard_names("timed", 3)[timed.shard_of(member)]).pset
@@ -206,11 +230,10 @@ def test_a_binary_member_column_is_written_as_it_is(spark, redis_url, client):
 
 
 def test_a_binary_id_column_is_parked_as_it_is(spark, redis_url, client):
-    df = spark.createDataFrame([(b"i\xffd", "one"), (b"plain", "two")],
-                               "id binary, element string")
-    df.write.format("dehydrator").option("redis.url", redis_url) \
-        .option("dehydrator", "bin_ids").option("shards", 3).option("delay", "1h") \
-        .mode("append").save()
+    df = spark.createDataFrame([(b"i\xffd", "one"), (b"plain", "two")], "id binary, element string")
+    df.write.format("dehydrator").option("redis.url", redis_url).option(
+        "dehydrator", "bin_ids"
+    ).option("shards", 3).option("delay", "1h").mode("append").save()
     d = Dehydrator(client, "bin_ids", 3)
     assert d.look(b"i\xffd") == "one" and d.look("plain") == "two"
     assert d.pull("i\udcffd") == "one"

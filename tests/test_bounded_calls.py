@@ -33,6 +33,7 @@ NAMES = {scripts.sha(p.stem): p.stem for p in LUA.glob("*.lua") if not p.stem.st
 
 def bound(script: str, keys: list[str], args: list[str]) -> int:
     """How many members (elements) one call of ``script`` may touch, from its arguments."""
+
     def arg(i: int) -> int:  # ARGV[i], 1-based as in the Lua; absent: no bound
         return int(args[i - 1]) if i <= len(args) else 10**9
 
@@ -40,13 +41,17 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         return arg(MOVES) if arg(LIMIT) < 0 else min(arg(LIMIT), arg(MOVES))
 
     limits: dict[str, Callable[[], int]] = {
-        "rlog_reserve": moves, "dh_claim": moves,
+        "rlog_reserve": moves,
+        "dh_claim": moves,
         "rlog_commit": lambda: arg(COMMIT),  # manifests while their sizes fit, at least one
         "log_read": lambda: arg(3),
         "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
         "dh_take": lambda: arg(2),
-        "dh_backlog": lambda: 0, "lease": lambda: 0, "rlog_info": lambda: 0,
-        "shardcount": lambda: 0, "ickstats": lambda: 0,
+        "dh_backlog": lambda: 0,
+        "lease": lambda: 0,
+        "rlog_info": lambda: 0,
+        "shardcount": lambda: 0,
+        "ickstats": lambda: 0,
     }
     if script not in limits:
         raise AssertionError(f"script {script} is not known to do bounded work")
@@ -61,7 +66,7 @@ def calls(client: redis.Redis) -> Iterator[tuple[str, int, float]]:
         if name == "EVALSHA":
             script = NAMES.get(words[1], words[1])
             numkeys = int(words[2])
-            keys, args = words[3:3 + numkeys], words[3 + numkeys:]
+            keys, args = words[3 : 3 + numkeys], words[3 + numkeys :]
             yield script, bound(script, keys, args), micros / 1000
         elif name == "ZSCAN":
             yield name, int(words[words.index("COUNT") + 1]), micros / 1000
@@ -98,16 +103,24 @@ def check(client: redis.Redis) -> Counter[str]:
 def drain(spark: Any, url: str, fmt: str, name: str, tmp: Path) -> int:
     option = "ick" if fmt == "ick" else "dehydrator"
     counted = []
-    query = (spark.readStream.format(fmt).option("redis.url", url).option(option, name).load()
-             .writeStream.foreachBatch(lambda df, _: counted.append(df.count()))
-             .trigger(availableNow=True).option("checkpointLocation", str(tmp)).start())
+    query = (
+        spark.readStream.format(fmt)
+        .option("redis.url", url)
+        .option(option, name)
+        .load()
+        .writeStream.foreachBatch(lambda df, _: counted.append(df.count()))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp))
+        .start()
+    )
     query.awaitTermination(300)
     assert query.exception() is None
     return sum(counted)
 
 
-def test_a_drain_at_default_options_is_many_bounded_calls(spark, redis_url, client, logged,
-                                                          tmp_path):
+def test_a_drain_at_default_options_is_many_bounded_calls(
+    spark, redis_url, client, logged, tmp_path
+):
     n = 200_000
     members = [f"doc:{i}" for i in range(n)]
     ShardedIck(client, "big").add_pairs(members, [float(i) for i in range(n)])
@@ -127,8 +140,7 @@ def test_a_snapshot_read_pages(spark, redis_url, client, logged):
     assert check(logged)["ZSCAN"] >= 2
 
 
-def test_a_dehydrator_release_is_many_bounded_calls(spark, redis_url, client, logged,
-                                                    tmp_path):
+def test_a_dehydrator_release_is_many_bounded_calls(spark, redis_url, client, logged, tmp_path):
     n = 30_000
     Dehydrator(client, "parked").park([f"id{i}" for i in range(n)], ["x"] * n, [0] * n)
     logged.slowlog_reset()

@@ -16,18 +16,26 @@ from pyspark_ick import Ick, ShardedIck, shard_of
 from pyspark_ick.testing import free_port, wait_until
 
 
-def cli(*args: str, url: str | None = None, stdin: str | None = None,
-        env: dict[str, str] | None = None, script: bool = False
-        ) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str,
+    url: str | None = None,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
+    script: bool = False,
+) -> subprocess.CompletedProcess[str]:
     """Run ``pyspark-ick ARGS`` (the console script when ``script``, else ``python -m``)."""
-    command = [shutil.which("pyspark-ick") or "pyspark-ick"] if script else [
-        sys.executable, "-m", "pyspark_ick.cli"]
+    command = (
+        [shutil.which("pyspark-ick") or "pyspark-ick"]
+        if script
+        else [sys.executable, "-m", "pyspark_ick.cli"]
+    )
     if url:
         command += ["--url", url]
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     environ.update({"COLUMNS": "200", **(env or {})})
-    return subprocess.run(command + list(args), capture_output=True, text=True, input=stdin,
-                          env=environ, timeout=60)
+    return subprocess.run(
+        command + list(args), capture_output=True, text=True, input=stdin, env=environ, timeout=60
+    )
 
 
 def as_json(done: subprocess.CompletedProcess[str]) -> Any:
@@ -132,16 +140,33 @@ def test_watch_refreshes_until_interrupted(redis_url, client):
     Ick(client, "w").add({"a": 1})
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "pyspark_ick.cli", "--url", redis_url, "stats", "w", "--watch",
-         "0.1", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environ)
+        [
+            sys.executable,
+            "-m",
+            "pyspark_ick.cli",
+            "--url",
+            redis_url,
+            "stats",
+            "w",
+            "--watch",
+            "0.1",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environ,
+    )
     try:
         assert process.stdout is not None
         first = json.loads(process.stdout.readline())
         assert first["totals"]["queued"] == 1
         Ick(client, "w").add({"b": 2})
-        wait_until(lambda: json.loads(process.stdout.readline())["totals"]["queued"] == 2,
-                   timeout=20, what="a refreshed report")
+        wait_until(
+            lambda: json.loads(process.stdout.readline())["totals"]["queued"] == 2,
+            timeout=20,
+            what="a refreshed report",
+        )
         process.send_signal(signal.SIGINT)
         assert process.wait(20) == 0
         assert "Traceback" not in process.stderr.read()
@@ -170,22 +195,31 @@ def test_dehydrator_commands(redis_url):
 
 def test_without_rich_json_still_works(redis_url, client):
     Ick(client, "q").add({"a": 1})
-    run = ("import sys; sys.modules['rich'] = None; from pyspark_ick.cli import main; "
-           "sys.exit(main(sys.argv[1:]))")
+    run = (
+        "import sys; sys.modules['rich'] = None; from pyspark_ick.cli import main; "
+        "sys.exit(main(sys.argv[1:]))"
+    )
     command = [sys.executable, "-c", run, "--url", redis_url, "stats", "q"]
     table = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert "pip install 'pyspark-ick[cli]'" in failed(table, 1)
-    assert as_json(subprocess.run([*command, "--json"], capture_output=True, text=True,
-                                  timeout=60))["totals"]["queued"] == 1
+    assert (
+        as_json(subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60))[
+            "totals"
+        ]["queued"]
+        == 1
+    )
 
 
-@pytest.mark.parametrize("args, code, needle", [
-    (["stats", "nope"], 3, "Ick 'nope' does not exist"),
-    (["stats", "bad{name"], 2, "braces"),
-    (["add", "q", "a", "--score", "nan"], 2, "expected a number, inf or -inf"),
-    (["peek", "q", "-n", "0"], 2, "positive integer"),
-    (["add", "h", "a"], 1, "h is a hash, not an Ick version flag"),
-])
+@pytest.mark.parametrize(
+    "args, code, needle",
+    [
+        (["stats", "nope"], 3, "Ick 'nope' does not exist"),
+        (["stats", "bad{name"], 2, "braces"),
+        (["add", "q", "a", "--score", "nan"], 2, "expected a number, inf or -inf"),
+        (["peek", "q", "-n", "0"], 2, "positive integer"),
+        (["add", "h", "a"], 1, "h is a hash, not an Ick version flag"),
+    ],
+)
 def test_errors_are_one_line(redis_url, client, args, code, needle):
     client.hset("h", "field", "value")
     assert needle in failed(cli(*args, url=redis_url), code)

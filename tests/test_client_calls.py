@@ -65,14 +65,20 @@ def outstanding(monkeypatch: pytest.MonkeyPatch) -> Iterator[Outstanding]:
 MEMBERS = {f"m{i}": float(i % 97) for i in range(5000)}
 
 
-@pytest.mark.parametrize("write", [
-    lambda c: Ick(c, "two").add(MEMBERS, chunk=100),
-    lambda c: ShardedIck(c, "two", 3).add(MEMBERS, chunk=100),
-    lambda c: Dehydrator(c, "two", 3).park(list(MEMBERS), list(MEMBERS), [60_000] * 5000,
-                                           chunk=100),
-], ids=["Ick.add", "ShardedIck.add", "Dehydrator.park"])
-def test_bulk_writes_keep_two_calls_out_at_most(any_client: Any, outstanding: Outstanding,
-                                                 write: Any) -> None:
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda c: Ick(c, "two").add(MEMBERS, chunk=100),
+        lambda c: ShardedIck(c, "two", 3).add(MEMBERS, chunk=100),
+        lambda c: Dehydrator(c, "two", 3).park(
+            list(MEMBERS), list(MEMBERS), [60_000] * 5000, chunk=100
+        ),
+    ],
+    ids=["Ick.add", "ShardedIck.add", "Dehydrator.park"],
+)
+def test_bulk_writes_keep_two_calls_out_at_most(
+    any_client: Any, outstanding: Outstanding, write: Any
+) -> None:
     write(any_client)  # loads the scripts, records the shard count
     outstanding.most = outstanding.sent = 0
     write(any_client)
@@ -80,8 +86,9 @@ def test_bulk_writes_keep_two_calls_out_at_most(any_client: Any, outstanding: Ou
     assert outstanding.most == 2  # the next call goes out before the reply of the one before
 
 
-def test_calls_that_are_not_replay_safe_go_one_at_a_time(client: Any,
-                                                         outstanding: Outstanding) -> None:
+def test_calls_that_are_not_replay_safe_go_one_at_a_time(
+    client: Any, outstanding: Outstanding
+) -> None:
     d = Dehydrator(client, "single", 2)
     ids = [f"id{i}" for i in range(1000)]
     assert d.park(ids, ids, [60_000] * 1000, on_duplicate="error", chunk=50) == (1000, 0)
@@ -90,8 +97,7 @@ def test_calls_that_are_not_replay_safe_go_one_at_a_time(client: Any,
     assert outstanding.most == 2
 
 
-def test_the_spark_sinks_calls_go_one_at_a_time(client: Any, outstanding: Outstanding
-                                                ) -> None:
+def test_the_spark_sinks_calls_go_one_at_a_time(client: Any, outstanding: Outstanding) -> None:
     """The sinks' tasks run side by side (local[2]: two tasks), so two out each would be
     four calls ahead of a neighbour: they keep one."""
     np = pytest.importorskip("numpy")
@@ -119,8 +125,7 @@ def test_every_call_runs_and_the_first_refusal_is_raised_at_the_end(any_client: 
         sharded.add(members, chunk=50)
     for i in (0, 2, 3):
         wanted = {m for m in members if sharded.shard_of(m) == i}
-        assert {m.decode() for m in any_client.zrange(sharded.shard(i).keys.pset, 0, -1)} \
-            >= wanted
+        assert {m.decode() for m in any_client.zrange(sharded.shard(i).keys.pset, 0, -1)} >= wanted
 
 
 def test_replies_keep_the_order_of_the_calls_around_a_refusal(client: Any) -> None:
@@ -132,8 +137,10 @@ def test_replies_keep_the_order_of_the_calls_around_a_refusal(client: Any) -> No
     with pytest.raises(IckScriptError, match="not a msgpack array"):
         scripts.run_many(client, calls)
     assert client.zcard(ick.keys.pset) == 4
-    replies = scripts.run_many(client, [calls[0], calls[1], ("ickadd", ick.keys.base,
-                                        [scripts.pack_values(["0.5", "a9"])])])
+    replies = scripts.run_many(
+        client,
+        [calls[0], calls[1], ("ickadd", ick.keys.base, [scripts.pack_values(["0.5", "a9"])])],
+    )
     assert replies == [[0, 0], [0, 0], [1, 0]]
 
 
@@ -144,8 +151,7 @@ def test_script_flush_between_pipelined_calls_reloads(any_client: Any) -> None:
     assert ick.add({f"m{i}": float(i) for i in range(300)}, chunk=10) == (300, 0)
 
 
-def test_a_connection_killed_during_a_bulk_add_is_ridden_out(client: Any,
-                                                              redis_url: str) -> None:
+def test_a_connection_killed_during_a_bulk_add_is_ridden_out(client: Any, redis_url: str) -> None:
     """ickadd is replay-safe: the calls out when the connection dropped are made again."""
     ick = Ick(client, "killed")
     members = {f"m{i}": float(i) for i in range(100_000)}
@@ -169,7 +175,8 @@ def test_a_connection_killed_during_a_bulk_add_is_ridden_out(client: Any,
 
 
 def test_a_dropped_connection_does_not_repeat_a_park_that_is_not_replay_safe(
-        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """on_duplicate='error' is not replay-safe: a reply lost to a reset raises (the call
     may have run), it is not made again to fail on its own ids."""
     d = Dehydrator(client, "unsafe")
@@ -188,7 +195,8 @@ def test_a_dropped_connection_does_not_repeat_a_park_that_is_not_replay_safe(
 
 
 def test_a_lost_reply_of_a_single_replay_safe_call_is_made_again(
-        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The single-call path (one member) keeps the rule too: ickadd is replay-safe."""
     ick = Ick(client, "lost")
     ick.add({"warm": 1.0})

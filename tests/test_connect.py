@@ -26,8 +26,11 @@ BATCH, STREAMED, PARKED = 5000, 1000, 300
 
 def members(client, name: str, shards: int) -> set[str]:
     """The queued members of every shard of Ick ``name``."""
-    return {m.decode() for master in shard_names(name, shards)
-            for m in client.zrange(IckKeys(master).pset, 0, -1)}
+    return {
+        m.decode()
+        for master in shard_names(name, shards)
+        for m in client.zrange(IckKeys(master).pset, 0, -1)
+    }
 
 
 def test_connect_client_writes_streams_and_drains(redis_url: str, tmp_path: Path) -> None:
@@ -35,20 +38,27 @@ def test_connect_client_writes_streams_and_drains(redis_url: str, tmp_path: Path
     server = ConnectServer(tmp_path / "server", python=sys.executable)
     try:
         server.start(timeout=90)
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS")
+        }
         done = subprocess.run(
             [sys.executable, str(JOB), server.url, redis_url, str(tmp_path / "work")],
-            env=env, capture_output=True, text=True, timeout=150,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
         )
         server_log = server.log.read_text(errors="replace")
     finally:
         server.stop()
     took = time.monotonic() - started
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, (done.stdout[-2000:] + done.stderr[-4000:]
-                                            + server_log[-3000:])
-    assert "connect" in json.loads(lines[-1][len("RESULT "):])["session"]
+    assert done.returncode == 0 and lines, (
+        done.stdout[-2000:] + done.stderr[-4000:] + server_log[-3000:]
+    )
+    assert "connect" in json.loads(lines[-1][len("RESULT ") :])["session"]
 
     client = connect(redis_url)
     # readStream -> foreachBatch drained the batch-written Ick: each member exactly once

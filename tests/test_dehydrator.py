@@ -229,8 +229,7 @@ def test_nothing_released_before_due_by_redis_clock(client):
 
 def test_sharded_commands_combine_shards(any_client):
     d = Dehydrator(any_client, "sharded", shards=4)
-    d.park([f"i{n}" for n in range(40)], [f"e{n}" for n in range(40)],
-           [0] * 20 + [60_000] * 20)
+    d.park([f"i{n}" for n in range(40)], [f"e{n}" for n in range(40)], [0] * 20 + [60_000] * 20)
     assert {d.shard_of(f"i{n}") for n in range(40)} == {0, 1, 2, 3}
     assert d.ttn() == 0
     assert sorted(d.xpoll()) == sorted(f"i{n}" for n in range(20))
@@ -271,13 +270,19 @@ def test_park_modes(client):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=6), st.binary(max_size=6),
-                          st.floats(0, 1e15, allow_nan=False)), min_size=1, max_size=30),
-       st.integers(1, 7))
+@given(
+    st.lists(
+        st.tuples(st.text(max_size=6), st.binary(max_size=6), st.floats(0, 1e15, allow_nan=False)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(1, 7),
+)
 def test_columns_pack_like_the_plain_client(rows, chunk):
     ids, elements, times = ([r[i] for r in rows] for i in range(3))
-    arrow = pack_rows(pa.array(ids), pa.array(elements, pa.binary()),
-                      np.array(times, np.float64), chunk)
+    arrow = pack_rows(
+        pa.array(ids), pa.array(elements, pa.binary()), np.array(times, np.float64), chunk
+    )
     plain = pack_plain(ids, elements, times, chunk)
 
     def decoded(packed: bytes) -> list[tuple[float, str, bytes]]:  # the same values, spelt
@@ -292,24 +297,32 @@ def test_due_times_are_exact_whatever_the_delay(client):
     d.park([f"d{i}" for i in range(len(delays))], ["x"] * len(delays), delays)
     d.park(["at"], ["x"], [2_000_000_000_000.125], at=True)
     due = dict(client.zrange(DehydratorKeys("exact").due, 0, -1, withscores=True))
-    assert due == {**{f"d{i}".encode(): 1_763_851_234_567 + t for i, t in enumerate(delays)},
-                   b"at": 2_000_000_000_000.125}
+    assert due == {
+        **{f"d{i}".encode(): 1_763_851_234_567 + t for i, t in enumerate(delays)},
+        b"at": 2_000_000_000_000.125,
+    }
 
 
 @pytest.mark.parametrize("shards", [1, 3])
 def test_poll_returns_earliest_due_first_across_pages_and_shards(client, shards):
     n = 2_500  # three calls of ITEMS_PER_CALL per shard at most
     d = Dehydrator(client, f"order{shards}", shards, clock=lambda: 10_000_000)
-    d.park([f"id{i}" for i in range(n)], [f"e{i}" for i in range(n)],
-           [1_000_000 + (n - i) * 7 % n for i in range(n)], at=True)
+    d.park(
+        [f"id{i}" for i in range(n)],
+        [f"e{i}" for i in range(n)],
+        [1_000_000 + (n - i) * 7 % n for i in range(n)],
+        at=True,
+    )
     expected = [f"e{i}" for i in sorted(range(n), key=lambda i: (n - i) * 7 % n)]
     assert d.xpoll() == [e.replace("e", "id") for e in expected]
     assert d.poll() == expected
     assert d.size() == 0
 
 
-@pytest.mark.parametrize("arg", [b"garbage", scripts.pack_strings([b"0", b"id"]),
-                                 scripts.pack_strings([b"soon", b"id", b"x"])])
+@pytest.mark.parametrize(
+    "arg",
+    [b"garbage", scripts.pack_strings([b"0", b"id"]), scripts.pack_strings([b"soon", b"id", b"x"])],
+)
 def test_dh_push_refuses_an_argument_that_is_not_whole_rows(client, arg):
     keys = DehydratorKeys("malformed")
     with pytest.raises(IckError, match=r"malformed.*not a msgpack array|time must be a number"):

@@ -33,7 +33,8 @@ def redis_ms(client: Any) -> int:
 
 
 def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
-        client, redis_url, tmp_path):
+    client, redis_url, tmp_path
+):
     from pyspark_ick import Dehydrator
 
     d = Dehydrator(client, NAME, SHARDS)
@@ -46,20 +47,31 @@ def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
             before = redis_ms(client)
             ids = [f"p{n + k}" for k in range(5)]
             d.park(ids, [f"element of {i}" for i in ids], [0, 50, 100, 200, 400])
-            pushed.update({i: before + t for i, t in zip(ids, [0, 50, 100, 200, 400],
-                                                         strict=True)})
+            pushed.update({i: before + t for i, t in zip(ids, [0, 50, 100, 200, 400], strict=True)})
             n += 5
 
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
-    config = {"url": redis_url, "checkpoint": str(tmp_path / "ckpt"),
-              "fault_file": str(tmp_path / "fault"), "counter": str(tmp_path / "count"),
-              "deliveries": "deliveries", "faults_done": str(tmp_path / "faults_done"),
-              "drain": str(tmp_path / "drain")}
-    child = subprocess.Popen([sys.executable, __file__, json.dumps(config)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                             env={**os.environ, "PYSPARK_ICK_FAULT_FILE": config["fault_file"],
-                                  "PYSPARK_ICK_FAULT_COUNTER": config["counter"]})
+    config = {
+        "url": redis_url,
+        "checkpoint": str(tmp_path / "ckpt"),
+        "fault_file": str(tmp_path / "fault"),
+        "counter": str(tmp_path / "count"),
+        "deliveries": "deliveries",
+        "faults_done": str(tmp_path / "faults_done"),
+        "drain": str(tmp_path / "drain"),
+    }
+    child = subprocess.Popen(
+        [sys.executable, __file__, json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={
+            **os.environ,
+            "PYSPARK_ICK_FAULT_FILE": config["fault_file"],
+            "PYSPARK_ICK_FAULT_COUNTER": config["counter"],
+        },
+    )
     assert child.stdout is not None
     lines = []
     try:
@@ -115,18 +127,28 @@ def child(cfg: dict[str, Any]) -> int:
     client = connect(cfg["url"])
 
     def sink(df: Any, batch_id: int) -> None:
-        rows = sorted([r.id, int(r.due.timestamp() * 1000), r.element, r.shard]
-                      for r in df.collect())
-        client.rpush(cfg["deliveries"], json.dumps(
-            {"batch": batch_id, "rows": rows, "at": redis_ms(client)}))
+        rows = sorted(
+            [r.id, int(r.due.timestamp() * 1000), r.element, r.shard] for r in df.collect()
+        )
+        client.rpush(
+            cfg["deliveries"], json.dumps({"batch": batch_id, "rows": rows, "at": redis_ms(client)})
+        )
         fault("after_sink")
 
     def start(limit: int = 30) -> Any:
-        return (spark.readStream.format("dehydrator").option("redis.url", cfg["url"])
-                .option("dehydrator", NAME).option("shards", SHARDS)
-                .option("maxElementsPerTrigger", limit).option("consumerId", "crash-child")
-                .load().writeStream.foreachBatch(sink).trigger(processingTime="0 seconds")
-                .option("checkpointLocation", cfg["checkpoint"]).start())
+        return (
+            spark.readStream.format("dehydrator")
+            .option("redis.url", cfg["url"])
+            .option("dehydrator", NAME)
+            .option("shards", SHARDS)
+            .option("maxElementsPerTrigger", limit)
+            .option("consumerId", "crash-child")
+            .load()
+            .writeStream.foreachBatch(sink)
+            .trigger(processingTime="0 seconds")
+            .option("checkpointLocation", cfg["checkpoint"])
+            .start()
+        )
 
     for point in POINTS:
         kill = "raise" if point == "after_sink" else "exit"
@@ -143,8 +165,11 @@ def child(cfg: dict[str, Any]) -> int:
         if not query.isActive:
             print(f"FAILED {query.exception()}", flush=True)
             return 4
-        if (Path(cfg["drain"]).exists() and d.size() == 0
-                and all(log.last_committed() == log.last_claimed() for log in logs)):
+        if (
+            Path(cfg["drain"]).exists()
+            and d.size() == 0
+            and all(log.last_committed() == log.last_claimed() for log in logs)
+        ):
             query.stop()
             print("DRAINED", flush=True)
             return 0

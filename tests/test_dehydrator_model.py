@@ -83,8 +83,11 @@ def test_dehydrator_matches_model(client, monkeypatch):
             assert id not in self.live
             self.live[id] = (self.now + ttl, element)
 
-        @rule(rows=st.lists(st.tuples(IDS, ELEMENTS, TTLS), max_size=6),
-              mode=st.sampled_from(["keep", "replace", "error"]), at=st.booleans())
+        @rule(
+            rows=st.lists(st.tuples(IDS, ELEMENTS, TTLS), max_size=6),
+            mode=st.sampled_from(["keep", "replace", "error"]),
+            at=st.booleans(),
+        )
         def park(self, rows, mode, at):
             # one atomic script call per shard: with "error", a shard that meets an id
             # already parked (or twice) writes nothing, the other shards write their rows
@@ -155,15 +158,15 @@ def test_dehydrator_matches_model(client, monkeypatch):
 
         @rule()
         def ttn(self):
-            expected = min((max(0, due - self.now) for due, _ in self.live.values()),
-                           default=-1)
+            expected = min((max(0, due - self.now) for due, _ in self.live.values()), default=-1)
             assert self.d.ttn() == expected
 
         @rule(shard=st.integers(0, SHARDS - 1), limit=st.integers(0, 4) | st.none())
         def claim(self, shard, limit):
             log, last = self.logs[shard], len(self.claims[shard])
-            mine = sorted((self.live[id][0], id) for id in self.due_now()
-                          if self.d.shard_of(id) == shard)
+            mine = sorted(
+                (self.live[id][0], id) for id in self.due_now() if self.d.shard_of(id) == shard
+            )
             take = mine if limit is None else mine[:limit]
             got = log.reserve(limit, last, self.tokens[shard])
             if take:
@@ -194,5 +197,6 @@ def test_dehydrator_matches_model(client, monkeypatch):
             assert self.d.size() == len(self.live)
             assert sum(log.backlog() for log in self.logs) == len(self.due_now())
 
-    run_state_machine_as_test(Machine, settings=settings(
-        max_examples=40, stateful_step_count=30, deadline=None))
+    run_state_machine_as_test(
+        Machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None)
+    )

@@ -25,8 +25,7 @@ def redis_ms(client) -> int:
     return seconds * 1000 + micros // 1000
 
 
-def write(df: Any, url: str, name: str = "parked", mode: str = "append", **options: Any
-          ) -> None:
+def write(df: Any, url: str, name: str = "parked", mode: str = "append", **options: Any) -> None:
     writer = df.write.format("dehydrator").option("redis.url", url).option("dehydrator", name)
     for key, value in options.items():
         writer = writer.option(key, value)
@@ -61,8 +60,7 @@ def test_sink_delay_option_generated_ids_and_retry_is_idempotent(spark, redis_ur
     assert d.size() == 400
 
 
-def test_sink_task_failing_midway_then_retried_keeps_first_due_times(spark, redis_url,
-                                                                     client):
+def test_sink_task_failing_midway_then_retried_keeps_first_due_times(spark, redis_url, client):
     rows = [(f"e{i}", None if i == 250 else 60_000) for i in range(300)]
     df = spark.createDataFrame(rows, "element string, delayMs long").coalesce(1)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
@@ -73,8 +71,9 @@ def test_sink_task_failing_midway_then_retried_keeps_first_due_times(spark, redi
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     written = dues(client)
     assert len(written) == 200  # the first two Arrow batches, then the task failed
-    fixed = spark.createDataFrame([(e, 60_000 if d is None else d) for e, d in rows],
-                                  "element string, delayMs long").coalesce(1)
+    fixed = spark.createDataFrame(
+        [(e, 60_000 if d is None else d) for e, d in rows], "element string, delayMs long"
+    ).coalesce(1)
     write(fixed, redis_url)  # the retry
     after = dues(client)
     assert len(after) == 300
@@ -83,13 +82,15 @@ def test_sink_task_failing_midway_then_retried_keeps_first_due_times(spark, redi
 
 def test_sink_id_and_due_columns(spark, redis_url, client):
     at = dt.datetime(2031, 5, 4, 3, 2, 1, 123456, tzinfo=dt.timezone.utc)
-    df = spark.createDataFrame([(1, "one", at), (2, "two", at)],
-                               "id long, element string, releaseAt timestamp")
+    df = spark.createDataFrame(
+        [(1, "one", at), (2, "two", at)], "id long, element string, releaseAt timestamp"
+    )
     write(df, redis_url, name="at")
     expected = int(at.timestamp() * 1000)  # ms, the microseconds cut off
     assert dues(client, "at") == {"1": expected, "2": expected}
-    df = spark.createDataFrame([("a", b"\x00\xff", 0), ("b", b"x", 120_000)],
-                               "id string, element binary, delayMs int")
+    df = spark.createDataFrame(
+        [("a", b"\x00\xff", 0), ("b", b"x", 120_000)], "id string, element binary, delayMs int"
+    )
     before = redis_ms(client)
     write(df, redis_url, name="bin", shards=2)
     d = Dehydrator(client, "bin", 2, decode=False)
@@ -109,35 +110,54 @@ def test_sink_replace_and_error(spark, redis_url, client):
     assert Dehydrator(client, "parked").poll() == ["new"]  # new element, due now
 
 
-@pytest.mark.parametrize(("ddl", "row", "options", "message"), [
-    ("element string, delayMs long", ("x", 5), {"delay": "1s"},
-     "exactly one of .*got option 'delay' and column 'delayMs'"),
-    ("element string, delayMs long, releaseAt timestamp", ("x", 5, None), {},
-     "got column 'delayMs' and column 'releaseAt'"),
-    ("element string", ("x",), {}, "exactly one of .*got none of them"),
-    ("element string", ("x",), {"delay": "-5s"}, "option 'delay': expected a duration"),
-    ("element string", ("x",), {"delay": "1s", "onDuplicate": "ignore"},
-     "option 'onDuplicate': expected one of keep | replace | error"),
-    ("element long", (1,), {"delay": "1s"}, "column 'element' has type bigint"),
-    ("id string", ("x",), {"delay": "1s"}, "needs a column 'element'"),
-    ("element string, delay_ms long", ("x", 1), {}, "unexpected column 'delay_ms'"),
-    ("element string, delayMs double", ("x", 1.5), {}, "column 'delayMs' has type double"),
-    ("element string", ("x",), {"delay": "1s", "dehydrator": "a{b}"}, "braces"),
-])
-def test_sink_rejects_bad_options_and_schemas_on_the_driver(spark, redis_url, client, ddl,
-                                                            row, options, message):
+@pytest.mark.parametrize(
+    ("ddl", "row", "options", "message"),
+    [
+        (
+            "element string, delayMs long",
+            ("x", 5),
+            {"delay": "1s"},
+            "exactly one of .*got option 'delay' and column 'delayMs'",
+        ),
+        (
+            "element string, delayMs long, releaseAt timestamp",
+            ("x", 5, None),
+            {},
+            "got column 'delayMs' and column 'releaseAt'",
+        ),
+        ("element string", ("x",), {}, "exactly one of .*got none of them"),
+        ("element string", ("x",), {"delay": "-5s"}, "option 'delay': expected a duration"),
+        (
+            "element string",
+            ("x",),
+            {"delay": "1s", "onDuplicate": "ignore"},
+            "option 'onDuplicate': expected one of keep | replace | error",
+        ),
+        ("element long", (1,), {"delay": "1s"}, "column 'element' has type bigint"),
+        ("id string", ("x",), {"delay": "1s"}, "needs a column 'element'"),
+        ("element string, delay_ms long", ("x", 1), {}, "unexpected column 'delay_ms'"),
+        ("element string, delayMs double", ("x", 1.5), {}, "column 'delayMs' has type double"),
+        ("element string", ("x",), {"delay": "1s", "dehydrator": "a{b}"}, "braces"),
+    ],
+)
+def test_sink_rejects_bad_options_and_schemas_on_the_driver(
+    spark, redis_url, client, ddl, row, options, message
+):
     df = spark.createDataFrame([row], ddl)
     with pytest.raises(Exception, match=message):
         write(df, redis_url, **options)
     assert client.dbsize() == 0
 
 
-@pytest.mark.parametrize(("ddl", "row", "message"), [
-    ("element string, delayMs long", (None, 5), "column 'element' has 1 null value"),
-    ("id string, element string, delayMs long", (None, "x", 5), "column 'id' has 1 null"),
-    ("element string, delayMs long", ("x", -1), "column 'delayMs' has 1 negative value"),
-    ("element string, releaseAt timestamp", ("x", None), "column 'releaseAt' has 1 null"),
-])
+@pytest.mark.parametrize(
+    ("ddl", "row", "message"),
+    [
+        ("element string, delayMs long", (None, 5), "column 'element' has 1 null value"),
+        ("id string, element string, delayMs long", (None, "x", 5), "column 'id' has 1 null"),
+        ("element string, delayMs long", ("x", -1), "column 'delayMs' has 1 negative value"),
+        ("element string, releaseAt timestamp", ("x", None), "column 'releaseAt' has 1 null"),
+    ],
+)
 def test_sink_rejects_invalid_rows(spark, redis_url, client, ddl, row, message):
     df = spark.createDataFrame([row], ddl)
     with pytest.raises(Exception, match=message):
@@ -158,17 +178,26 @@ def test_sink_rejects_overwrite_and_a_different_shard_count(spark, redis_url, cl
 def test_stream_sink(spark, redis_url, client, tmp_path):
     source = tmp_path / "in"
     source.mkdir()  # the input written directly: no Spark job for it
-    (source / "rows.json").write_text("".join(
-        json.dumps({"element": f"s{i}", "delayMs": i * 10}) + "\n" for i in range(50)))
-    query = (spark.readStream.schema("element string, delayMs long").json(str(source))
-             .writeStream.format("dehydrator").option("redis.url", redis_url)
-             .option("dehydrator", "streamed").trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    (source / "rows.json").write_text(
+        "".join(json.dumps({"element": f"s{i}", "delayMs": i * 10}) + "\n" for i in range(50))
+    )
+    query = (
+        spark.readStream.schema("element string, delayMs long")
+        .json(str(source))
+        .writeStream.format("dehydrator")
+        .option("redis.url", redis_url)
+        .option("dehydrator", "streamed")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     assert query.awaitTermination(120)
     assert Dehydrator(client, "streamed").size() == 50
-    assert sorted(wait_until(lambda: len(got := Dehydrator(client, "streamed").xpoll()) == 50
-                             and got, what="all due")) == sorted(content_id(f"s{i}")
-                                                                 for i in range(50))
+    assert sorted(
+        wait_until(
+            lambda: len(got := Dehydrator(client, "streamed").xpoll()) == 50 and got, what="all due"
+        )
+    ) == sorted(content_id(f"s{i}") for i in range(50))
 
 
 # --- the source -----------------------------------------------------------------------
@@ -193,8 +222,9 @@ class Deliveries:
 
 
 def read_stream(spark, url, name="parked", **options):
-    reader = spark.readStream.format("dehydrator").option("redis.url", url) \
-        .option("dehydrator", name)
+    reader = (
+        spark.readStream.format("dehydrator").option("redis.url", url).option("dehydrator", name)
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
@@ -204,9 +234,13 @@ def test_source_releases_each_element_once_when_due(spark, redis_url, client, tm
     d = Dehydrator(client, "parked", 2)
     d.park(["later"], ["not yet"], [3_600_000])
     sink = Deliveries(client)
-    query = (read_stream(spark, redis_url, shards=2).writeStream.foreachBatch(sink)
-             .trigger(processingTime="0 seconds")
-             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    query = (
+        read_stream(spark, redis_url, shards=2)
+        .writeStream.foreachBatch(sink)
+        .trigger(processingTime="0 seconds")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     try:
         wait_until(lambda: query.lastProgress, timeout=90, what="the query running")
         start = redis_ms(client)  # due times are >= start + ttl
@@ -230,14 +264,20 @@ def test_source_available_now_binary_and_limits(spark, redis_url, client, tmp_pa
     d = Dehydrator(client, "bin", 2, decode=False)
     d.park([str(n) for n in range(250)], [bytes([n % 256, 0]) for n in range(250)], [0] * 250)
     sink = Deliveries(client)
-    query = (read_stream(spark, redis_url, "bin", shards=2, elementType="binary",
-                         maxElementsPerTrigger=100)
-             .writeStream.foreachBatch(sink).trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    query = (
+        read_stream(
+            spark, redis_url, "bin", shards=2, elementType="binary", maxElementsPerTrigger=100
+        )
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     assert query.awaitTermination(120)
     assert [len(rows) for _, rows in sorted(sink.batches.values())] == [100, 100, 50]
     assert sorted(bytes(r.element) for _, r in sink.rows()) == sorted(
-        bytes([n % 256, 0]) for n in range(250))
+        bytes([n % 256, 0]) for n in range(250)
+    )
     # every claim was committed: nothing left anywhere
     for i in range(2):
         log = d.claim_log(i)
@@ -246,14 +286,22 @@ def test_source_available_now_binary_and_limits(spark, redis_url, client, tmp_pa
 
 
 def test_source_rejects_bad_options(spark, redis_url, tmp_path):
-    for options, message in [({}, "needs option 'dehydrator'"),
-                             ({"dehydrator": "d", "maxElementsPerTrigger": 0},
-                              "option 'maxElementsPerTrigger': expected an integer >= 1")]:
+    for options, message in [
+        ({}, "needs option 'dehydrator'"),
+        (
+            {"dehydrator": "d", "maxElementsPerTrigger": 0},
+            "option 'maxElementsPerTrigger': expected an integer >= 1",
+        ),
+    ]:
         reader = spark.readStream.format("dehydrator").option("redis.url", redis_url)
         for key, value in options.items():
             reader = reader.option(key, value)
-        query = reader.load().writeStream.foreachBatch(lambda df, i: None) \
-            .option("checkpointLocation", str(tmp_path / message[:6])).start()
+        query = (
+            reader.load()
+            .writeStream.foreachBatch(lambda df, i: None)
+            .option("checkpointLocation", str(tmp_path / message[:6]))
+            .start()
+        )
         with pytest.raises(Exception, match=message):
             query.awaitTermination(60)
 
@@ -269,14 +317,16 @@ def load_example() -> Any:
     return module
 
 
-def test_rehydrate_loop_returns_parked_member_to_the_ick_when_due(spark, redis_url, client,
-                                                                  tmp_path):
+def test_rehydrate_loop_returns_parked_member_to_the_ick_when_due(
+    spark, redis_url, client, tmp_path
+):
     example = load_example()
     df = spark.createDataFrame([("doc:42",)], "element string")
     write(df, redis_url, name="parked_docs", delay="1s", shards=2)
     due = next(iter(dues(client, "parked_docs", 2).values()))
-    query = example.rehydrate(spark, redis_url, "parked_docs", "dirty_docs", 2,
-                              str(tmp_path / "ckpt"))
+    query = example.rehydrate(
+        spark, redis_url, "parked_docs", "dirty_docs", 2, str(tmp_path / "ckpt")
+    )
     try:
         ick = ShardedIck(client, "dirty_docs", 2)
         wait_until(lambda: ick.stats()["pset_size"] == 1, timeout=60, what="the member back")
@@ -288,21 +338,32 @@ def test_rehydrate_loop_returns_parked_member_to_the_ick_when_due(spark, redis_u
     assert Dehydrator(client, "parked_docs", 2).size() == 0
 
 
-def test_an_element_that_is_not_utf8_is_named_and_delivered_as_binary(spark, redis_url,
-                                                                       client, tmp_path):
+def test_an_element_that_is_not_utf8_is_named_and_delivered_as_binary(
+    spark, redis_url, client, tmp_path
+):
     d = Dehydrator(client, "raw", decode=False)
     d.park(["good", "bad"], [b"fine", b"\xff\xfe latin-1?"], [0, 0])
     ckpt = str(tmp_path / "ckpt")
-    failed = (read_stream(spark, redis_url, "raw").writeStream
-              .foreachBatch(lambda df, i: df.collect()).trigger(availableNow=True)
-              .option("checkpointLocation", ckpt).start())
+    failed = (
+        read_stream(spark, redis_url, "raw")
+        .writeStream.foreachBatch(lambda df, i: df.collect())
+        .trigger(availableNow=True)
+        .option("checkpointLocation", ckpt)
+        .start()
+    )
     with pytest.raises(Exception, match=r"element of id 'bad'.*not UTF-8.*elementType=binary"):
         failed.awaitTermination(120)
     sink = Deliveries(client)  # the same checkpoint, read as bytes: the claim is delivered
-    query = (read_stream(spark, redis_url, "raw", elementType="binary").writeStream
-             .foreachBatch(sink).trigger(availableNow=True)
-             .option("checkpointLocation", ckpt).start())
+    query = (
+        read_stream(spark, redis_url, "raw", elementType="binary")
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", ckpt)
+        .start()
+    )
     assert query.awaitTermination(120)
     assert sorted((r.id, bytes(r.element)) for _, r in sink.rows()) == [
-        ("bad", b"\xff\xfe latin-1?"), ("good", b"fine")]
+        ("bad", b"\xff\xfe latin-1?"),
+        ("good", b"fine"),
+    ]
     assert d.size() == 0 and client.keys("raw/dh/*claim:*") == []

@@ -16,7 +16,10 @@ def test_demo_runs_to_its_self_check(redis_url):
     env = {**os.environ, "REDIS_URL": redis_url}
     done = subprocess.run(
         [sys.executable, str(DEMO), "--seconds", "4", "--rate", "100", "--shards", "2"],
-        env=env, capture_output=True, text=True, timeout=480,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=480,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     out = done.stdout

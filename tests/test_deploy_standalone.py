@@ -26,16 +26,23 @@ def test_spark_submit_to_a_standalone_cluster(redis_url: str, tmp_path: Path) ->
     try:
         cluster.start(timeout=60)
         done = submit(
-            JOB, redis_url, "deployed", str(COUNT), str(SHARDS), str(tmp_path / "ckpt"),
-            master=cluster.url, conf_dir=cluster.directory / "conf",
+            JOB,
+            redis_url,
+            "deployed",
+            str(COUNT),
+            str(SHARDS),
+            str(tmp_path / "ckpt"),
+            master=cluster.url,
+            conf_dir=cluster.directory / "conf",
             # the Python of every node: this interpreter (pyspark-ick installed in it)
             env={"PYSPARK_PYTHON": sys.executable},
             conf={"spark.executor.memory": "1g", "spark.sql.shuffle.partitions": "4"},
-            timeout=150, log=tmp_path / "submit.log",
+            timeout=150,
+            log=tmp_path / "submit.log",
         )
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         assert done.returncode == 0 and lines, done.stdout[-4000:] + cluster.logs()[-3000:]
-        result = json.loads(lines[-1][len("RESULT "):])
+        result = json.loads(lines[-1][len("RESULT ") :])
         executor_logs = cluster.executor_logs()
     finally:
         cluster.stop()

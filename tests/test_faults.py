@@ -56,8 +56,11 @@ def ick_options(url: str, ick: str, shards: int, **more: Any) -> dict[str, Any]:
 
 def cluster_client(cluster: RedisClusterServers) -> redis.RedisCluster:
     """A plain redis-py cluster client seeded with every node (the producers' client)."""
-    return redis.RedisCluster(startup_nodes=[ClusterNode(n.host, n.port) for n in cluster.nodes],
-                              socket_timeout=2, socket_connect_timeout=1)
+    return redis.RedisCluster(
+        startup_nodes=[ClusterNode(n.host, n.port) for n in cluster.nodes],
+        socket_timeout=2,
+        socket_connect_timeout=1,
+    )
 
 
 def stop_all(*things: Any) -> None:
@@ -87,11 +90,19 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
     ick, shards = "restarted", 2
     # no retries inside redis-py: a MULTI it re-sent after a lost reply would be recorded
     # with the reservation number of the second send, not of the add that counted
-    producer = Producer(durable.client(socket_timeout=2, socket_connect_timeout=1,
-                                       retry=Retry(NoBackoff(), 0)), ick, shards)
+    producer = Producer(
+        durable.client(socket_timeout=2, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)),
+        ick,
+        shards,
+    )
     sink = Sink()
-    query = stream(spark, "ick", ick_options(durable.url, ick, shards, maxMembersPerTrigger=40),
-                   sink, str(tmp_path / "ckpt"))
+    query = stream(
+        spark,
+        "ick",
+        ick_options(durable.url, ick, shards, maxMembersPerTrigger=40),
+        sink,
+        str(tmp_path / "ckpt"),
+    )
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
@@ -100,8 +111,12 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
         time.sleep(3)  # the outage
         durable.restart()
         back = time.monotonic()
-        wait_running(query, lambda: producer.acked_since(back) >= 100
-                     and sink.batches_since(back) >= 3, 60, "adds and batches after the restart")
+        wait_running(
+            query,
+            lambda: producer.acked_since(back) >= 100 and sink.batches_since(back) >= 3,
+            60,
+            "adds and batches after the restart",
+        )
         producer.stop()
         client = connect(durable.url)
         wait_running(query, lambda: drained(client, ick, shards), 60, "the drain")
@@ -110,8 +125,10 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
         stop_all(producer, query)
     check_deliveries(sink)
     assert any(a.at < killed for a in producer.adds) and producer.acked_since(back)
-    print(f"first batch {sink.first_since(back):.1f} s after the restart; "
-          f"{check_i1(producer.adds, sink, ick)} adds delivered, {len(producer.errors)} refused")
+    print(
+        f"first batch {sink.first_since(back):.1f} s after the restart; "
+        f"{check_i1(producer.adds, sink, ick)} adds delivered, {len(producer.errors)} refused"
+    )
 
 
 # --- a primary dies, its replica takes over -----------------------------------------
@@ -133,8 +150,13 @@ def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
     url = cluster.seed_url([doomed, *others])  # the seed that dies comes first
     producer = Producer(cluster_client(cluster), ick, shards, wait_replica=True)
     sink = Sink()
-    query = stream(spark, "ick", ick_options(url, ick, shards, maxMembersPerTrigger=60), sink,
-                   str(tmp_path / "ckpt"))
+    query = stream(
+        spark,
+        "ick",
+        ick_options(url, ick, shards, maxMembersPerTrigger=60),
+        sink,
+        str(tmp_path / "ckpt"),
+    )
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
@@ -143,8 +165,14 @@ def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
         cluster.wait_healthy(30)
         healed = time.monotonic()
         producer.wait_replica = False  # the promoted primary has no replica
-        wait_running(query, lambda: producer.acked_since(healed, on_doomed) >= 50
-                     and sink.batches_since(healed) >= 3, 60, "adds and batches after failover")
+        wait_running(
+            query,
+            lambda: (
+                producer.acked_since(healed, on_doomed) >= 50 and sink.batches_since(healed) >= 3
+            ),
+            60,
+            "adds and batches after failover",
+        )
         producer.stop()
         client = connect(others[0].url)
         wait_running(query, lambda: drained(client, ick, shards), 60, "the drain")
@@ -156,9 +184,11 @@ def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
     unconfirmed = [a for a in producer.adds if a not in kept]
     # only what the dead primary acknowledged in its last moments may have died with it
     assert all(a.at > killed - 1.0 for a in unconfirmed), unconfirmed[:5]
-    print(f"failover in {healed - killed:.1f} s, first batch {sink.first_since(healed):.1f} s "
-          f"later; {check_i1(kept, sink, ick)} adds delivered, "
-          f"{len(unconfirmed)} not confirmed by a replica before the kill")
+    print(
+        f"failover in {healed - killed:.1f} s, first batch {sink.first_since(healed):.1f} s "
+        f"later; {check_i1(kept, sink, ick)} adds delivered, "
+        f"{len(unconfirmed)} not confirmed by a replica before the kill"
+    )
 
 
 # --- slot migration under load ---------------------------------------------------------
@@ -182,15 +212,16 @@ def migration_to_another(cluster: RedisClusterServers, key: str) -> SlotMigratio
 
 def complete(migration: SlotMigration) -> None:
     """Finish a migration a failed test left half done (the fixture's cluster is shared)."""
-    if migration.source is not None and migration.cluster.owner(migration.slot) is not \
-            migration.target:
+    if (
+        migration.source is not None
+        and migration.cluster.owner(migration.slot) is not migration.target
+    ):
         while migration.step():
             pass
         migration.finish()
 
 
-def first_batch_then_fail(spark: Any, fmt: str, options: dict[str, Any], checkpoint: str
-                          ) -> Sink:
+def first_batch_then_fail(spark: Any, fmt: str, options: dict[str, Any], checkpoint: str) -> Sink:
     """Run a query whose sink fails its first batch: the batch stays reserved (offset
     logged, not committed), so a restart replays it. Returns the sink (one delivery)."""
     sink = Sink(fail_first=True)
@@ -215,8 +246,7 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
             c.flushall()
     client = connect(cluster.nodes[0].url)
     ShardedIck(client, ick, shards).add({f"pre{i}": float(i) for i in range(400)})
-    options = ick_options(cluster.url, ick, shards, consumerId="mover",
-                          maxMembersPerTrigger=1000)
+    options = ick_options(cluster.url, ick, shards, consumerId="mover", maxMembersPerTrigger=1000)
     first = first_batch_then_fail(spark, "ick", options, str(tmp_path / "ckpt")).snapshot()[0]
     assert len(first.rows) == 400
     ShardedIck(client, ick, shards).add({f"q{i}": 1000.0 + i for i in range(100)})  # queued
@@ -230,21 +260,28 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
         read = ReservationLog(client, f"{ick}:0").read(min(numbers) - 1, max(numbers))
         reserved = sorted(r[0] for r in first.rows if r[2] == 0)
         assert members_of(read) == reserved, (
-            f"read while MIGRATING: {len(members_of(read))} of {len(reserved)} members")
+            f"read while MIGRATING: {len(members_of(read))} of {len(reserved)} members"
+        )
         producer.start()
-        query = stream(spark, "ick", {**options, "maxMembersPerTrigger": 50}, sink,
-                       str(tmp_path / "ckpt"))
+        query = stream(
+            spark, "ick", {**options, "maxMembersPerTrigger": 50}, sink, str(tmp_path / "ckpt")
+        )
         wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
         assert migration.moved == 0
         replay = sink.snapshot()[0]
-        assert (replay.batch, len(replay.rows)) == (first.batch, 400), \
+        assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
             "the batch read while the slot was MIGRATING is not the reserved one"
+        )
         assert replay.rows == first.rows
         move_in_steps(migration, lambda: pause_for(query, 0.5))
         done = time.monotonic()
         assert cluster.owner(migration.slot) is migration.target and migration.steps >= 3
-        wait_running(query, lambda: producer.acked_since(done, {0}) >= 30
-                     and sink.batches_since(done) >= 3, 60, "adds and batches after the move")
+        wait_running(
+            query,
+            lambda: producer.acked_since(done, {0}) >= 30 and sink.batches_since(done) >= 3,
+            60,
+            "adds and batches after the move",
+        )
         producer.stop()
         wait_running(query, lambda: drained(client, ick, shards), 60, "the drain")
         assert query.exception() is None
@@ -252,14 +289,17 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
         stop_all(producer, query)
         complete(migration)
     check_deliveries(sink)
-    print(f"{check_i1(producer.adds, sink, ick)} adds delivered; {migration.moved} keys moved "
-          f"in {migration.steps} steps; {len(producer.errors)} adds refused")
+    print(
+        f"{check_i1(producer.adds, sink, ick)} adds delivered; {migration.moved} keys moved "
+        f"in {migration.steps} steps; {len(producer.errors)} adds refused"
+    )
 
 
 def members_of(read: list[tuple[int, list[Any]]]) -> list[str]:
     """The members (sorted, as str) of ReservationLog.read's ``[(r, [m, s, ...]), ...]``."""
-    return sorted(m.decode() if isinstance(m, bytes) else str(m)
-                  for _, flat in read for m in flat[::2])
+    return sorted(
+        m.decode() if isinstance(m, bytes) else str(m) for _, flat in read for m in flat[::2]
+    )
 
 
 def pause_for(query: Any, seconds: float) -> None:
@@ -276,10 +316,17 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
     client = connect(cluster.nodes[0].url)
     parked = Dehydrator(client, name, shards)
     parked.park([f"pre{i}" for i in range(400)], [f"early {i}" for i in range(400)], [0] * 400)
-    options = {"redis.url": cluster.url, "dehydrator": name, "shards": shards, **RETRY,
-               "consumerId": "mover", "maxElementsPerTrigger": 1000}
-    first = first_batch_then_fail(spark, "dehydrator", options,
-                                  str(tmp_path / "ckpt")).snapshot()[0]
+    options = {
+        "redis.url": cluster.url,
+        "dehydrator": name,
+        "shards": shards,
+        **RETRY,
+        "consumerId": "mover",
+        "maxElementsPerTrigger": 1000,
+    }
+    first = first_batch_then_fail(spark, "dehydrator", options, str(tmp_path / "ckpt")).snapshot()[
+        0
+    ]
     assert len(first.rows) == 400
     late = [f"late{i}" for i in range(100)]  # parked on the moving slot, due after the move
     parked.park(late, [f"late {i}" for i in range(100)], [4000] * 100)
@@ -291,35 +338,53 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
         claims = parked.claim_log(0)
         read = claims.read(claims.last_committed(), claims.last_claimed())
         assert sorted(entry[0] for entry in read) == sorted(
-            r[0] for r in first.rows if r[3] == 0), "the claim read while MIGRATING differs"
+            r[0] for r in first.rows if r[3] == 0
+        ), "the claim read while MIGRATING differs"
         parker.start()
-        query = stream(spark, "dehydrator", {**options, "maxElementsPerTrigger": 50}, sink,
-                       str(tmp_path / "ckpt"))
+        query = stream(
+            spark,
+            "dehydrator",
+            {**options, "maxElementsPerTrigger": 50},
+            sink,
+            str(tmp_path / "ckpt"),
+        )
         wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
         assert migration.moved == 0
         replay = sink.snapshot()[0]
-        assert (replay.batch, len(replay.rows)) == (first.batch, 400), \
+        assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
             "the batch read while the slot was MIGRATING is not the claimed one"
+        )
         assert replay.rows == first.rows
         move_in_steps(migration, lambda: pause_for(query, 0.5))
         done = time.monotonic()
         assert cluster.owner(migration.slot) is migration.target and migration.steps >= 3
-        wait_running(query, lambda: parker.acked_since(done) >= 40
-                     and sink.batches_since(done) >= 3, 60, "parks and batches after the move")
+        wait_running(
+            query,
+            lambda: parker.acked_since(done) >= 40 and sink.batches_since(done) >= 3,
+            60,
+            "parks and batches after the move",
+        )
         parker.stop()
         acked = set(parker.parked) | set(late)
-        wait_running(query, lambda: acked <= sink.values() and parked.size() == 0, 60,
-                     "the drain")
-        wait_running(query, lambda: all(parked.claim_log(i).last_committed()
-                                        == parked.claim_log(i).last_claimed()
-                                        for i in range(shards)), 30, "the last commit")
+        wait_running(query, lambda: acked <= sink.values() and parked.size() == 0, 60, "the drain")
+        wait_running(
+            query,
+            lambda: all(
+                parked.claim_log(i).last_committed() == parked.claim_log(i).last_claimed()
+                for i in range(shards)
+            ),
+            30,
+            "the last commit",
+        )
         assert query.exception() is None
     finally:
         stop_all(parker, query)
         complete(migration)
     check_deliveries(sink)
-    print(f"{len(acked)} parks delivered; {migration.moved} keys moved in {migration.steps} "
-          f"steps; {len(parker.errors)} parks refused")
+    print(
+        f"{len(acked)} parks delivered; {migration.moved} keys moved in {migration.steps} "
+        f"steps; {len(parker.errors)} parks refused"
+    )
 
 
 # --- a full Redis ---------------------------------------------------------------------
@@ -328,8 +393,7 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
 @pytest.fixture
 def small_redis() -> Iterator[RedisServer]:
     """A Redis of 4 MB, maxmemory-policy noeviction (what conf/redis.conf recommends)."""
-    server = start_binary("redis-server", "--maxmemory", "4mb",
-                          "--maxmemory-policy", "noeviction")
+    server = start_binary("redis-server", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
     yield server
     server.stop()
 
@@ -362,19 +426,26 @@ def test_full_redis_drains_and_producers_get_a_clear_error(spark, small_redis, t
     assert len(members) > 1000
     assert_names_full(error, "oomq")
     with pytest.raises(IckError) as parked:
-        Dehydrator(client, "oomdh").park([f"x{i}" for i in range(2000)], ["y" * 50] * 2000,
-                                         [1000] * 2000)
+        Dehydrator(client, "oomdh").park(
+            [f"x{i}" for i in range(2000)], ["y" * 50] * 2000, [1000] * 2000
+        )
     assert_names_full(parked.value, "oomdh")
-    frame = spark.createDataFrame([(f"w{i}", 1.0) for i in range(5000)],
-                                  "member string, score double")
+    frame = spark.createDataFrame(
+        [(f"w{i}", 1.0) for i in range(5000)], "member string, score double"
+    )
     with pytest.raises(Exception) as written:
-        frame.write.format("ick").option("redis.url", small_redis.url).option("ick", "oomq") \
-            .option("shards", 2).mode("append").save()
+        frame.write.format("ick").option("redis.url", small_redis.url).option("ick", "oomq").option(
+            "shards", 2
+        ).mode("append").save()
     assert_names_full(written.value, "oomq")
     sink = Sink()
-    query = stream(spark, "ick", ick_options(small_redis.url, "oomq", 2,
-                                             maxMembersPerTrigger=5000), sink,
-                   str(tmp_path / "ckpt"))
+    query = stream(
+        spark,
+        "ick",
+        ick_options(small_redis.url, "oomq", 2, maxMembersPerTrigger=5000),
+        sink,
+        str(tmp_path / "ckpt"),
+    )
     try:
         wait_running(query, lambda: drained(client, "oomq", 2), 90, "the drain of a full Redis")
         assert query.exception() is None
@@ -394,14 +465,19 @@ def failure_of(query: Any, timeout: float) -> str:
         ended = query.awaitTermination(timeout)
     except Exception as exc:  # noqa: BLE001 - the failure is what we want
         return str(exc)
-    raise AssertionError(f"the query {'ended cleanly' if ended else 'still runs'}: "
-                         "it should have been refused")
+    raise AssertionError(
+        f"the query {'ended cleanly' if ended else 'still runs'}: it should have been refused"
+    )
 
 
 def test_restart_after_crash_resumes_without_consumer_id(spark, client, redis_url, tmp_path):
     ick = ShardedIck(client, "crashed", 2)
-    options = {"redis.url": redis_url, "ick": "crashed", "shards": 2,
-               "redis.retryTimeout": "30s"}  # no consumerId; leaseTimeout: the default 60 s
+    options = {
+        "redis.url": redis_url,
+        "ick": "crashed",
+        "shards": 2,
+        "redis.retryTimeout": "30s",
+    }  # no consumerId; leaseTimeout: the default 60 s
     checkpoint = str(tmp_path / "ckpt")
     before = source_runners()
     first = Sink()
@@ -409,8 +485,12 @@ def test_restart_after_crash_resumes_without_consumer_id(spark, client, redis_ur
     second = third = None
     try:
         ick.add({f"a{i}": float(i) for i in range(20)})
-        wait_running(query, lambda: {f"a{i}" for i in range(20)} <= first.values(), 60,
-                     "the first query's delivery")
+        wait_running(
+            query,
+            lambda: {f"a{i}" for i in range(20)} <= first.values(),
+            60,
+            "the first query's delivery",
+        )
         runners = source_runners() - before
         assert len(runners) == 1, f"expected one reader process of the query, got {runners}"
         os.kill(runners.pop(), signal.SIGKILL)  # the reader dies: no stop(), lease held
@@ -419,8 +499,12 @@ def test_restart_after_crash_resumes_without_consumer_id(spark, client, redis_ur
         sink = Sink()
         restarted = time.monotonic()
         second = stream(spark, "ick", options, sink, checkpoint)
-        wait_running(second, lambda: {f"b{i}" for i in range(20)} <= sink.values(), 15,
-                     "the restarted query's first delivery (15 s, the lease lasts 60 s)")
+        wait_running(
+            second,
+            lambda: {f"b{i}" for i in range(20)} <= sink.values(),
+            15,
+            "the restarted query's first delivery (15 s, the lease lasts 60 s)",
+        )
         resumed = time.monotonic() - restarted
         started = time.monotonic()
         third = stream(spark, "ick", options, Sink(), str(tmp_path / "other"))
@@ -459,8 +543,13 @@ def test_migrate_slot_moves_every_key_in_steps(migration_cluster):
     source = cluster.owner(slot)
     target = next(n for n in cluster.primaries() if n is not source)
     seen: list[tuple[int, int]] = []
-    moved = migrate_slot(cluster, slot, target, keys_per_step=10,
-                         between=lambda m: seen.append((m.moved, m.keys_left())))
+    moved = migrate_slot(
+        cluster,
+        slot,
+        target,
+        keys_per_step=10,
+        between=lambda m: seen.append((m.moved, m.keys_left())),
+    )
     assert moved == 25 and seen == [(0, 25), (10, 15), (20, 5), (25, 0)]
     assert cluster.owner(slot) is target
     with cluster_client(cluster) as c:

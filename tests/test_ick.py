@@ -42,8 +42,16 @@ def test_add_folds_to_the_lower_score(any_client: Any) -> None:
 
 def test_members_and_scores_round_trip_exactly(any_client: Any) -> None:
     ick = Ick(any_client, "exact")
-    added = {"": 0.1, "é": -0.0, "a\x00b": 1e-300, "🙂" * 3: 2.0**53 + 1, "x" * 5000: 7,
-             b"\xff raw": -1.7976931348623157e308, 42: 5e-324, "max": 1.7976931348623157e308}
+    added = {
+        "": 0.1,
+        "é": -0.0,
+        "a\x00b": 1e-300,
+        "🙂" * 3: 2.0**53 + 1,
+        "x" * 5000: 7,
+        b"\xff raw": -1.7976931348623157e308,
+        42: 5e-324,
+        "max": 1.7976931348623157e308,
+    }
     assert ick.add(added) == (len(added), 0)
     got = dict(ick.reserve(len(added)))
     assert got == {text(m): float(s) for m, s in added.items()}
@@ -170,13 +178,19 @@ def test_fractional_scores_in_stats(any_client: Any) -> None:
     ick.reserve(1)
     stats = ick.stats()
     assert stats == {
-        "ver": "ick.v1", "key": "fractions",
+        "ver": "ick.v1",
+        "key": "fractions",
         "pset_key": "fractions/ick/{fractions}/pset",
         "cset_key": "fractions/ick/{fractions}/cset",
-        "pset_size": 3, "cset_size": 1, "total_size": 4,
-        "pset_min": 2.5e-3, "pset_max": 1700000000.123456,
-        "cset_min": -7.125, "cset_max": -7.125,
-        "total_min": -7.125, "total_max": 1700000000.123456,  # the gem's, over both sets
+        "pset_size": 3,
+        "cset_size": 1,
+        "total_size": 4,
+        "pset_min": 2.5e-3,
+        "pset_max": 1700000000.123456,
+        "cset_min": -7.125,
+        "cset_max": -7.125,
+        "total_min": -7.125,
+        "total_max": 1700000000.123456,  # the gem's, over both sets
     }
     assert all(type(stats[k]) is float for k in ("pset_min", "pset_max", "cset_min"))
     ick.commit("b")
@@ -242,8 +256,11 @@ def test_wrong_key_types_and_a_missing_flag_are_errors(client: Any, op: str) -> 
 
     client.set(ick.keys.master, "ick.v1")
     client.set(ick.keys.pset, "not a sorted set")
-    with pytest.raises(IckScriptError, match=r"broken/ick/\{broken\}/pset is a string, not a "
-                                             r"sorted set"):
+    with pytest.raises(
+        IckScriptError,
+        match=r"broken/ick/\{broken\}/pset is a string, not a "
+        r"sorted set",
+    ):
         call()
 
     client.flushall()
@@ -277,8 +294,11 @@ def test_braces_are_rejected_before_touching_redis(client: Any, name: str) -> No
 
 
 def test_every_error_derives_from_ick_error() -> None:
-    raised = [obj for _, obj in inspect.getmembers(errors, inspect.isclass)
-              if issubclass(obj, Exception) and obj.__module__ == errors.__name__]
+    raised = [
+        obj
+        for _, obj in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(obj, Exception) and obj.__module__ == errors.__name__
+    ]
     assert len(raised) >= 6
     assert all(issubclass(cls, IckError) for cls in raised)
     assert all(getattr(pyspark_ick, cls.__name__) is cls for cls in raised)
@@ -321,14 +341,20 @@ def test_delete_and_unlink_remove_every_key(any_client: Any, how: str) -> None:
     assert sizes(other) == (1, 0)
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda ick: ick.add({"a": float("nan")}), r"must be a number \(not NaN\), got nan"),
-    (lambda ick: ick.add({"a": 1.0, "b": float("nan")}, chunk=1), "member 'b' must be a number"),
-    (lambda ick: ick.add({None: 1.0}), "must not be None"),
-    (lambda ick: ick.add({"a": "soon"}), "must be a number .*, got 'soon'"),
-    (lambda ick: ick.reserve(-1), "n must be an integer >= 0"),
-    (lambda ick: ick.exchange(1.5), "n must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda ick: ick.add({"a": float("nan")}), r"must be a number \(not NaN\), got nan"),
+        (
+            lambda ick: ick.add({"a": 1.0, "b": float("nan")}, chunk=1),
+            "member 'b' must be a number",
+        ),
+        (lambda ick: ick.add({None: 1.0}), "must not be None"),
+        (lambda ick: ick.add({"a": "soon"}), "must be a number .*, got 'soon'"),
+        (lambda ick: ick.reserve(-1), "n must be an integer >= 0"),
+        (lambda ick: ick.exchange(1.5), "n must be an integer >= 0"),
+    ],
+)
 def test_the_client_refuses_what_it_cannot_store(client: Any, call: Any, message: str) -> None:
     ick = Ick(client, "strict")
     with pytest.raises(IckConfigError, match=message):
@@ -338,19 +364,26 @@ def test_the_client_refuses_what_it_cannot_store(client: Any, call: Any, message
 
 def test_a_pipeline_is_refused_with_a_clear_error(client: Any) -> None:
     pipe = client.pipeline()
-    for make in (lambda: Ick(pipe, "q"), lambda: ShardedIck(pipe, "q", 2),
-                 lambda: pyspark_ick.Dehydrator(pipe, "d")):
+    for make in (
+        lambda: Ick(pipe, "q"),
+        lambda: ShardedIck(pipe, "q", 2),
+        lambda: pyspark_ick.Dehydrator(pipe, "d"),
+    ):
         with pytest.raises(IckConfigError, match="need a client, not a pipeline"):
             make()
     assert pipe.command_stack == []  # nothing was queued (or run)
 
 
-@pytest.mark.parametrize("arg", [b"garbage", scripts.pack_strings([b"1.5"]),
-                                 scripts.pack_strings([b"1.5", b"a", b"2.5"])])
-def test_ickadd_refuses_an_argument_that_is_not_whole_pairs(any_client: Any, arg: bytes
-                                                            ) -> None:
+@pytest.mark.parametrize(
+    "arg",
+    [b"garbage", scripts.pack_strings([b"1.5"]), scripts.pack_strings([b"1.5", b"a", b"2.5"])],
+)
+def test_ickadd_refuses_an_argument_that_is_not_whole_pairs(any_client: Any, arg: bytes) -> None:
     ick = Ick(any_client, "malformed")
-    with pytest.raises(IckScriptError, match=r"malformed/ick/\{malformed\}/pset: ARGV\[1\] "
-                                             "is not a msgpack array of score, member"):
+    with pytest.raises(
+        IckScriptError,
+        match=r"malformed/ick/\{malformed\}/pset: ARGV\[1\] "
+        "is not a msgpack array of score, member",
+    ):
         scripts.run(any_client, "ickadd", ick.keys.base, [arg])
     assert any_client.exists(*ick.keys.base) == 0  # not even the version flag

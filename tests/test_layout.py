@@ -45,7 +45,7 @@ def cycles() -> list[list[str]]:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                found.append([*path[path.index(nxt):], nxt])
+                found.append([*path[path.index(nxt) :], nxt])
             elif nxt not in state:
                 visit(nxt, [*path, nxt])
         state[node] = 2
@@ -67,6 +67,7 @@ def test_the_check_finds_a_cycle(tmp_path, monkeypatch):
     (package / "a.py").write_text("from . import b\n")
     (package / "b.py").write_text("def f():\n    from .a import x\n")
     monkeypatch.setattr(__import__(__name__), "PACKAGE", package)
-    monkeypatch.setattr(__import__(__name__), "MODULES",
-                        {module_name(p) for p in package.rglob("*.py")})
+    monkeypatch.setattr(
+        __import__(__name__), "MODULES", {module_name(p) for p in package.rglob("*.py")}
+    )
     assert cycles() == [["pyspark_ick.a", "pyspark_ick.b", "pyspark_ick.a"]]

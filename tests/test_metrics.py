@@ -50,9 +50,11 @@ def test_metrics_of_every_ick_and_dehydrator(client):
         assert m[f"pyspark_ick_open_reservations{labels}"] == (1 if i == shard else 0)
         assert m[f"pyspark_ick_lease_held{labels}"] == (1 if i == shard else 0)
         assert m[f"pyspark_ick_oldest_queued_age_seconds{labels}"] >= 100
+
     def total(what: str) -> float:
-        return sum(m[f'pyspark_ick_dehydrator_{what}{{dehydrator="parked",shard="{i}"}}']
-                   for i in range(2))
+        return sum(
+            m[f'pyspark_ick_dehydrator_{what}{{dehydrator="parked",shard="{i}"}}'] for i in range(2)
+        )
 
     assert (total("parked"), total("due")) == (3, 2)
     assert m['pyspark_ick_dehydrator_next_release_seconds{dehydrator="parked"}'] == 0
@@ -62,8 +64,20 @@ def test_the_cli_serves_metrics(redis_url, client):
     ShardedIck(client, "cli_docs", 1).add({"a": 1.0})
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "pyspark_ick.cli", "--url", redis_url, "metrics", "--port",
-         str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pyspark_ick.cli",
+            "--url",
+            redis_url,
+            "metrics",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         m = wait_until(lambda: scrape(port), timeout=30, what="the metrics endpoint")
         assert m['pyspark_ick_queued{ick="cli_docs",shard="0"}'] == 1
@@ -86,8 +100,11 @@ def test_the_exporter_reads_the_registry_not_the_keyspace(client):
         m = scrape(port)
     finally:
         server.shutdown()
-    assert m['pyspark_ick_queued{ick="kept",shard="0"}'] + \
-        m['pyspark_ick_queued{ick="kept",shard="1"}'] == 1
+    assert (
+        m['pyspark_ick_queued{ick="kept",shard="0"}']
+        + m['pyspark_ick_queued{ick="kept",shard="1"}']
+        == 1
+    )
     assert not any('ick="gone"' in name for name in m)  # deleted: left the registry
     assert m['pyspark_ick_dehydrator_parked{dehydrator="later",shard="0"}'] == 1
     assert "cmdstat_scan" not in client.info("commandstats")  # no keyspace scan

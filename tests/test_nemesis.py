@@ -122,14 +122,21 @@ def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
     for argv in (["--sentinel", "--kinds", "proxy_reset"], ["--kinds", "sentinel_kill"]):
         with pytest.raises(SystemExit):
             nemesis.parse(argv)
-    faults = [{"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 2.5},
-              {"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 1.5},
-              {"kind": "sentinel_stop", "hit": True, "promoted": False, "answered_after": 0.7},
-              {"kind": "sentinel_failover", "hit": False, "error": "INPROG"}]
+    faults = [
+        {"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 2.5},
+        {"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 1.5},
+        {"kind": "sentinel_stop", "hit": True, "promoted": False, "answered_after": 0.7},
+        {"kind": "sentinel_failover", "hit": False, "error": "INPROG"},
+    ]
     found = nemesis.failovers(faults)
     assert found["sentinel_kill"] | {"answered_after": None} == {
-        "drawn": 2, "hit": 2, "promoted": 2, "answered_after": None, "median": 2.0,
-        "max": 2.5}
+        "drawn": 2,
+        "hit": 2,
+        "promoted": 2,
+        "answered_after": None,
+        "median": 2.0,
+        "max": 2.5,
+    }
     assert (found["sentinel_stop"]["promoted"], found["sentinel_failover"]["max"]) == (0, None)
 
 
@@ -137,8 +144,7 @@ def test_smoke_soak(tmp_path) -> None:
     """About 3 minutes: a cold start, 2 of mixed faults, the drain, the checks; then the
     checker catches a delivery removed from this run's record."""
     began = time.monotonic()
-    settings = nemesis.Settings(minutes=2.0, seed=6, out=str(tmp_path / "soak"),
-                                drain_timeout=75.0)
+    settings = nemesis.Settings(minutes=2.0, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0)
     summary = nemesis.soak(settings)
     took = time.monotonic() - began
     print(f"smoke soak: {took:.0f} s")
@@ -155,9 +161,15 @@ def test_smoke_soak(tmp_path) -> None:
     assert adds and deliveries and nc.lost(adds, deliveries) == []
     # Remove the batch (every call of its id) that delivered the last add: I1 fails.
     last = adds[-1]
-    batches = {d.batch for d in deliveries for m, s, sh, r in d.rows
-               if (m, sh) == (last.member, last.shard) and r > last.reserved
-               and s <= last.score and d.end > last.at}
+    batches = {
+        d.batch
+        for d in deliveries
+        for m, s, sh, r in d.rows
+        if (m, sh) == (last.member, last.shard)
+        and r > last.reserved
+        and s <= last.score
+        and d.end > last.at
+    }
     assert batches
     cut = [d for d in deliveries if d.batch not in batches]
     assert last in nc.lost(adds, cut)

@@ -24,15 +24,21 @@ from pyspark_ick.options import (
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-@pytest.mark.parametrize(("use", "given", "message"), [
-    (ICK_WRITE, "shard", "unknown option 'shard'; did you mean 'shards'?"),
-    (ICK_WRITE, "scoreColum", "did you mean 'scoreColumn'?"),
-    (ICK_STREAM, "maxMemberPerTrigger", "did you mean 'maxMembersPerTrigger'?"),
-    (DH_STREAM, "maxMembersPerTrigger",
-     "did you mean 'maxElementsPerTrigger'?; 'maxMembersPerTrigger' is an option of "
-     "format('ick') readStream"),
-    (DH_WRITE, "memberColumn", "'memberColumn' is an option of format('ick') write"),
-])
+@pytest.mark.parametrize(
+    ("use", "given", "message"),
+    [
+        (ICK_WRITE, "shard", "unknown option 'shard'; did you mean 'shards'?"),
+        (ICK_WRITE, "scoreColum", "did you mean 'scoreColumn'?"),
+        (ICK_STREAM, "maxMemberPerTrigger", "did you mean 'maxMembersPerTrigger'?"),
+        (
+            DH_STREAM,
+            "maxMembersPerTrigger",
+            "did you mean 'maxElementsPerTrigger'?; 'maxMembersPerTrigger' is an option of "
+            "format('ick') readStream",
+        ),
+        (DH_WRITE, "memberColumn", "'memberColumn' is an option of format('ick') write"),
+    ],
+)
 def test_an_unknown_option_names_the_right_one(use, given, message):
     with pytest.raises(IckConfigError, match=re.escape(message)) as info:
         check_known({"redis.url": "redis://x", given: "1"}, use)
@@ -41,18 +47,24 @@ def test_an_unknown_option_names_the_right_one(use, given, message):
 
 def test_sparks_own_options_and_any_case_pass():
     for use in USES:
-        check_known({"path": "p", "checkpointLocation": "c", "REDIS.URL": "u",
-                     "spark.foo": "x"}, use)
+        check_known(
+            {"path": "p", "checkpointLocation": "c", "REDIS.URL": "u", "spark.foo": "x"}, use
+        )
 
 
 def test_a_misspelled_option_fails_on_the_driver_and_writes_nothing(spark, redis_url, client):
     df = spark.createDataFrame([("a", 1.0)], "member string, score double")
     with pytest.raises(Exception, match="did you mean 'shards'"):
-        df.write.format("ick").option("redis.url", redis_url).option("ick", "typo") \
-            .option("shard", 4).mode("append").save()
+        df.write.format("ick").option("redis.url", redis_url).option("ick", "typo").option(
+            "shard", 4
+        ).mode("append").save()
     assert client.keys("*") == []  # neither members nor a shard count recorded
-    reader = (spark.readStream.format("dehydrator").option("redis.url", redis_url)
-              .option("dehydrator", "d").option("maxMembersPerTrigger", 10))
+    reader = (
+        spark.readStream.format("dehydrator")
+        .option("redis.url", redis_url)
+        .option("dehydrator", "d")
+        .option("maxMembersPerTrigger", 10)
+    )
     with pytest.raises(Exception, match="did you mean 'maxElementsPerTrigger'"):
         reader.load().writeStream.foreachBatch(lambda df, i: None).start().awaitTermination(60)
     ShardedIck(client, "typo", 1).check_shards()  # the right count is still free to record
@@ -81,9 +93,12 @@ def _readme_tables() -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
 def test_readme_option_tables_match_the_options_table():
     tables, defaults = _readme_tables()
     assert tables.pop("connection") == set(CONNECTION_OPTIONS)
-    headings = {ICK_WRITE: 'df.write.format("ick")', ICK_STREAM: 'spark.readStream.format("ick")',
-                DH_WRITE: 'df.write.format("dehydrator")',
-                DH_STREAM: 'spark.readStream.format("dehydrator")'}
+    headings = {
+        ICK_WRITE: 'df.write.format("ick")',
+        ICK_STREAM: 'spark.readStream.format("ick")',
+        DH_WRITE: 'df.write.format("dehydrator")',
+        DH_STREAM: 'spark.readStream.format("dehydrator")',
+    }
     for use, heading in headings.items():
         [(line, names)] = [(line, names) for line, names in tables.items() if heading in line]
         assert names == set(taken_by(use)) - set(CONNECTION_OPTIONS), use

@@ -60,16 +60,27 @@ SCRIPT = textwrap.dedent("""
 
 
 def run(*command: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [str(c) for c in command], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, f"{command} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
 
 def test_the_installed_wheel_runs_an_ick_round_trip(tmp_path: Path, redis_url: str) -> None:
     wheels = tmp_path / "wheels"
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-        "-w", wheels, ROOT)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        wheels,
+        ROOT,
+    )
     (wheel,) = wheels.glob("pyspark_ick-*.whl")
 
     names = set(zipfile.ZipFile(wheel).namelist())

@@ -31,8 +31,9 @@ def spark_pipelines() -> Path:
     return Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
 
 
-def test_the_pipeline_drains_the_ick_into_a_streaming_table(tmp_path: Path, redis_url: str,
-                                                            client: object) -> None:
+def test_the_pipeline_drains_the_ick_into_a_streaming_table(
+    tmp_path: Path, redis_url: str, client: object
+) -> None:
     cli = spark_pipelines()
     Ick(client, "docs").add(MEMBERS)  # type: ignore[arg-type]
     here = tmp_path / "pipeline"
@@ -40,21 +41,44 @@ def test_the_pipeline_drains_the_ick_into_a_streaming_table(tmp_path: Path, redi
     spec = here / "spark-pipeline.yml"
     lines = spec.read_text().splitlines()
     assert "storage: file:///tmp/ick_pipeline/storage" in lines
-    spec.write_text("\n".join(
-        f"storage: {(here / 'storage').as_uri()}" if line.startswith("storage:") else line
-        for line in lines))
-    env = {**os.environ, "REDIS_URL": redis_url, "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_TESTING": "1"}
+    spec.write_text(
+        "\n".join(
+            f"storage: {(here / 'storage').as_uri()}" if line.startswith("storage:") else line
+            for line in lines
+        )
+    )
+    env = {
+        **os.environ,
+        "REDIS_URL": redis_url,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_TESTING": "1",
+    }
     started = time.monotonic()
     done = subprocess.run(
-        ["bash", str(cli), "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-         "--conf", "spark.ui.enabled=false", "run"],
-        cwd=here, env=env, capture_output=True, text=True, timeout=300)
+        [
+            "bash",
+            str(cli),
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+            "run",
+        ],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     took = time.monotonic() - started
     (tmp_path / "spark-pipelines.log").write_text(done.stdout + done.stderr)
-    log = "\n".join(line for line in (done.stdout + done.stderr).splitlines()
-                    if "Flow" in line or "Run is" in line or "Error" in line)[-6000:]
+    log = "\n".join(
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if "Flow" in line or "Run is" in line or "Error" in line
+    )[-6000:]
     assert done.returncode == 0, log
     assert "Run is COMPLETED" in done.stdout, log
     print(f"spark-pipelines run took {took:.0f} s")

@@ -71,8 +71,11 @@ def test_group_balances_and_never_splits_a_piece() -> None:
 
 def test_split_cuts_a_big_range_between_reservations_unless_it_folds() -> None:
     whole = ShardRange(2, 10, 20)
-    assert split(whole, 100, 30) == [ShardRange(2, 10, 13), ShardRange(2, 13, 16),
-                                     ShardRange(2, 16, 20)]
+    assert split(whole, 100, 30) == [
+        ShardRange(2, 10, 13),
+        ShardRange(2, 13, 16),
+        ShardRange(2, 16, 20),
+    ]
     assert split(whole, 100, 30, folds=lambda r: True) == [whole]
     assert split(whole, 50, 30) == [whole]  # one piece's worth: never asks folds
     assert split(ShardRange(0, 5, 7), 1000, 10) == [ShardRange(0, 5, 6), ShardRange(0, 6, 7)]
@@ -83,7 +86,9 @@ def test_split_cuts_a_big_range_between_reservations_unless_it_folds() -> None:
 
 def test_ranges_are_the_shards_that_moved() -> None:
     assert ranges({"0": 3, "1": 5, "2": 1}, {"0": 3, "1": 8, "2": 4}, 3) == {
-        1: ShardRange(1, 5, 8), 2: ShardRange(2, 1, 4)}
+        1: ShardRange(1, 5, 8),
+        2: ShardRange(2, 1, 4),
+    }
     assert ranges({}, {"1": 2}, 2) == {1: ShardRange(1, 0, 2)}
 
 
@@ -91,20 +96,22 @@ def test_partitions_group_small_ranges_and_split_big_ones() -> None:
     moved = {0: ShardRange(0, 0, 1), 1: ShardRange(1, 0, 1), 2: ShardRange(2, 0, 10)}
     assert partitions(moved, None, 30) == list(moved.values())  # a replay: sizes unknown
     small = partitions(moved, [10, 10, 10], 30)
-    assert small == [ShardRanges((ShardRange(0, 0, 1), ShardRange(1, 0, 1),
-                                  ShardRange(2, 0, 10)))]
+    assert small == [ShardRanges((ShardRange(0, 0, 1), ShardRange(1, 0, 1), ShardRange(2, 0, 10)))]
     # shard 2's 90 items in pieces of 27, 27 and 36, the largest alone, a small shard
     # joining each of the others
     assert partitions(moved, [5, 5, 90], 30) == [
         ShardRange(2, 6, 10),
         ShardRanges((ShardRange(0, 0, 1), ShardRange(2, 0, 3))),
-        ShardRanges((ShardRange(1, 0, 1), ShardRange(2, 3, 6)))]
+        ShardRanges((ShardRange(1, 0, 1), ShardRange(2, 3, 6))),
+    ]
 
 
-@given(st.lists(st.integers(1, 50), min_size=1, max_size=8), st.integers(0, 2000),
-       st.integers(1, 200))
-def test_partitions_cover_every_reservation_once(numbers: list[int], extra: int,
-                                                 minimum: int) -> None:
+@given(
+    st.lists(st.integers(1, 50), min_size=1, max_size=8), st.integers(0, 2000), st.integers(1, 200)
+)
+def test_partitions_cover_every_reservation_once(
+    numbers: list[int], extra: int, minimum: int
+) -> None:
     moved = {i: ShardRange(i, 7, 7 + n) for i, n in enumerate(numbers)}
     sizes = [n + extra for n in numbers]
     parts = partitions(moved, sizes, minimum)

@@ -43,13 +43,17 @@ class Sink:
 
 def test_write_then_drain_with_available_now(spark, redis_url, client, tmp_path):
     members = [(f"doc:{i}", float(i % 97)) for i in range(3000)]
-    spark.createDataFrame(members, "member string, score double").write.format("ick") \
-        .option("redis.url", redis_url).option("ick", "docs").option("shards", 3) \
-        .mode("append").save()
+    spark.createDataFrame(members, "member string, score double").write.format("ick").option(
+        "redis.url", redis_url
+    ).option("ick", "docs").option("shards", 3).mode("append").save()
     sink = Sink()
-    query = (read_stream(spark, redis_url, "docs", shards=3, maxMembersPerTrigger=1000)
-             .writeStream.foreachBatch(sink).trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    query = (
+        read_stream(spark, redis_url, "docs", shards=3, maxMembersPerTrigger=1000)
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     assert query.awaitTermination(120)
     rows = sink.rows()
     assert sorted(r.member for r in rows) == sorted(m for m, _ in members)  # once each
@@ -71,19 +75,30 @@ def test_write_then_drain_with_available_now(spark, redis_url, client, tmp_path)
 def test_redelivery_and_a_second_query_is_refused(spark, redis_url, client, tmp_path):
     ick = ShardedIck(client, "live", 2)
     sink = Sink()
-    query = (read_stream(spark, redis_url, "live", shards=2, consumerId="indexer")
-             .writeStream.foreachBatch(sink).trigger(processingTime="0 seconds")
-             .option("checkpointLocation", str(tmp_path / "a")).start())
+    query = (
+        read_stream(spark, redis_url, "live", shards=2, consumerId="indexer")
+        .writeStream.foreachBatch(sink)
+        .trigger(processingTime="0 seconds")
+        .option("checkpointLocation", str(tmp_path / "a"))
+        .start()
+    )
     try:
         ick.add({"x": 1.0, "y": 2.0})
-        wait_until(lambda: {"x", "y"} <= {r.member for r in sink.rows()}, timeout=60,
-                   what="first delivery")
+        wait_until(
+            lambda: {"x", "y"} <= {r.member for r in sink.rows()}, timeout=60, what="first delivery"
+        )
         ick.add({"x": 5.0})  # dirty again: delivered again
-        wait_until(lambda: [r.score for r in sink.rows() if r.member == "x"] == [1.0, 5.0],
-                   timeout=60, what="re-delivery of x")
-        second = (read_stream(spark, redis_url, "live", shards=2).writeStream
-                  .foreachBatch(lambda df, i: None)
-                  .option("checkpointLocation", str(tmp_path / "b")).start())
+        wait_until(
+            lambda: [r.score for r in sink.rows() if r.member == "x"] == [1.0, 5.0],
+            timeout=60,
+            what="re-delivery of x",
+        )
+        second = (
+            read_stream(spark, redis_url, "live", shards=2)
+            .writeStream.foreachBatch(lambda df, i: None)
+            .option("checkpointLocation", str(tmp_path / "b"))
+            .start()
+        )
         with pytest.raises(Exception, match=r"Ick 'live' shard \d .*'indexer' holds its lease"):
             second.awaitTermination(120)
         assert query.isActive
@@ -98,9 +113,14 @@ def test_snapshot_reader_shows_both_sets(spark, redis_url, client):
     log = ReservationLog(client, f"snap:{shard}")
     token = log.lease.acquire("t", 10_000)
     number, moved, _ = log.reserve(2, 0, token)
+
     def base() -> Any:  # a fresh reader each time: .schema() changes the reader it is given
-        return spark.read.format("ick").option("redis.url", redis_url).option("ick", "snap") \
+        return (
+            spark.read.format("ick")
+            .option("redis.url", redis_url)
+            .option("ick", "snap")
             .option("shards", 2)
+        )
 
     rows = base().schema(SNAPSHOT_SCHEMA).load().collect()
     assert sorted(r.member for r in rows) == sorted(f"m{i}" for i in range(10))
@@ -110,7 +130,8 @@ def test_snapshot_reader_shows_both_sets(spark, redis_url, client):
     assert all(r.reservation is None for r in rows if r.state == "queued")
     default = base().load().collect()  # the default schema: member, score, shard, reservation
     assert sorted((r.member, r.reservation) for r in default) == sorted(
-        (r.member, r.reservation) for r in rows)
+        (r.member, r.reservation) for r in rows
+    )
     assert ick.stats()["total_size"] == 10  # nothing moved
     with pytest.raises(Exception, match="column 'colour' is not one of"):
         base().schema("member string, colour string").load().collect()
@@ -154,14 +175,20 @@ def test_lease_takeover_after_expiry_and_fencing(redis_url, client):
         old.commit(end)
     assert describe(client, "t")["last_committed"] == 0
     assert new.latestOffset({"0": 0}, new.getDefaultReadLimit()) == {"0": 1}
-    rows = [r for batch in new.read(new.partitions({"0": 0}, {"0": 1})[0])
-            for r in batch.to_pylist()]
+    rows = [
+        r for batch in new.read(new.partitions({"0": 0}, {"0": 1})[0]) for r in batch.to_pylist()
+    ]
     assert [r["member"] for r in rows] == ["a", "b"]
     new.commit({"0": 1})
     new.stop()
     assert describe(client, "t") | {"lease_expires_in_ms": None} == {
-        "last_reserved": 1, "last_committed": 1, "open_reservations": 0, "open_members": 0,
-        "lease_owner": None, "lease_expires_in_ms": None}
+        "last_reserved": 1,
+        "last_committed": 1,
+        "open_reservations": 0,
+        "open_members": 0,
+        "lease_owner": None,
+        "lease_expires_in_ms": None,
+    }
 
 
 def test_consumer_id_resumes_at_once(redis_url, client):
@@ -191,16 +218,19 @@ def test_members_reserved_by_another_consumer_are_adopted(redis_url, client):
     reader = stream_reader({"redis.url": redis_url, "ick": "handed"}, STREAM_SCHEMA)
     start = reader.initialOffset()
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    rows = [(r["member"], r["score"]) for p in reader.partitions(start, end)
-            for batch in reader.read(p) for r in batch.to_pylist()]
+    rows = [
+        (r["member"], r["score"])
+        for p in reader.partitions(start, end)
+        for batch in reader.read(p)
+        for r in batch.to_pylist()
+    ]
     assert rows == [("b", 0.5), ("a", 1.0), ("c", 3.0)]
     reader.commit(end)
     reader.stop()
     assert ick.stats()["total_size"] == 0
 
 
-def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
-        redis_url, client):
+def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(redis_url, client):
     """A batch spanning reservations R and R+1 of a shard, the member re-added after R was
     made and reserved again in R+1: delivered once, with its first dirty score and R+1
     (the delivery covers the add; a row naming R would say it did not)."""
@@ -213,8 +243,12 @@ def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
     ick.add({"hot": 5.0})  # dirty again while in flight
     end = {"0": logs[0].reserve(3, start["0"], fence)[0]}  # R+1: cold, hot
     assert end["0"] == start["0"] + 2
-    rows = [(r["member"], r["score"], r["reservation"]) for p in reader.partitions(start, end)
-            for batch in reader.read(p) for r in batch.to_pylist()]
+    rows = [
+        (r["member"], r["score"], r["reservation"])
+        for p in reader.partitions(start, end)
+        for batch in reader.read(p)
+        for r in batch.to_pylist()
+    ]
     assert rows == [("hot", 1.0, end["0"]), ("cold", 2.0, end["0"])]
     reader.commit(end)
     reader.stop()
@@ -224,11 +258,15 @@ def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
 def test_progress_reports_the_backlog(spark, redis_url, client, tmp_path):
     now = client.time()[0]
     ShardedIck(client, "lag", 2).add({f"doc:{i}": now - 60.0 for i in range(1000)})
-    query = (read_stream(spark, redis_url, "lag", shards=2, maxMembersPerTrigger=100)
-             .writeStream.foreachBatch(lambda df, i: df.count())
-             .trigger(processingTime="0 seconds")
-             .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    query = (
+        read_stream(spark, redis_url, "lag", shards=2, maxMembersPerTrigger=100)
+        .writeStream.foreachBatch(lambda df, i: df.count())
+        .trigger(processingTime="0 seconds")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     try:
+
         def reported() -> Any:
             progress = query.lastProgress
             latest = progress and progress["sources"][0].get("latestOffset")

@@ -16,12 +16,17 @@ from pyspark_ick.testing import wait_until
 
 
 def members(reader: Any, start: dict[str, int], end: dict[str, int]) -> list[str]:
-    return [r["member"] for p in reader.partitions(start, end) for b in reader.read(p)
-            for r in b.to_pylist()]
+    return [
+        r["member"]
+        for p in reader.partitions(start, end)
+        for b in reader.read(p)
+        for r in b.to_pylist()
+    ]
 
 
-def test_a_draining_backlog_is_reserved_one_batch_ahead(client: Any, redis_url: str,
-                                                        monkeypatch: Any) -> None:
+def test_a_draining_backlog_is_reserved_one_batch_ahead(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
     """100 members, maxMembersPerTrigger 30, reservations of 10, Spark's order of calls
     (latestOffset of N+1, then commit of N): after each full batch the next one is
     reserved before Spark asks for it; each batch still holds exactly its limit, every
@@ -29,8 +34,9 @@ def test_a_draining_backlog_is_reserved_one_batch_ahead(client: Any, redis_url: 
     monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
     ick = ShardedIck(client, "ahead", 1)
     ick.add_pairs([f"m{i:02d}" for i in range(100)], [float(i) for i in range(100)])
-    reader = stream_reader({"redis.url": redis_url, "ick": "ahead",
-                            "maxMembersPerTrigger": "30"}, STREAM_SCHEMA)
+    reader = stream_reader(
+        {"redis.url": redis_url, "ick": "ahead", "maxMembersPerTrigger": "30"}, STREAM_SCHEMA
+    )
     start, done = reader.initialOffset(), None
     delivered: list[str] = []
     while True:
@@ -42,8 +48,10 @@ def test_a_draining_backlog_is_reserved_one_batch_ahead(client: Any, redis_url: 
         waiting = 100 - len(delivered) - 30
         if waiting > 0:  # a full batch with more waiting: the next one is reserved ahead
             ahead = math.ceil(min(waiting, 30) / 10)  # reservations of 10
-            wait_until(lambda e=end["0"], r=ahead: describe(client, "ahead")[
-                "last_reserved"] == e + r, what="the batch ahead")
+            wait_until(
+                lambda e=end["0"], r=ahead: describe(client, "ahead")["last_reserved"] == e + r,
+                what="the batch ahead",
+            )
         batch = members(reader, start, end)
         assert len(batch) == min(30, 100 - len(delivered))
         delivered += batch
@@ -54,14 +62,16 @@ def test_a_draining_backlog_is_reserved_one_batch_ahead(client: Any, redis_url: 
     reader.stop()
 
 
-def test_a_failure_ahead_fails_the_next_trigger(client: Any, redis_url: str,
-                                               monkeypatch: Any) -> None:
+def test_a_failure_ahead_fails_the_next_trigger(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
     """What the job ahead raises (a lost lease, Redis away past retryTimeout) is raised by
     the next latestOffset: the query fails there, as it would have without the job."""
     monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
     ShardedIck(client, "fails", 1).add_pairs([f"m{i}" for i in range(50)], [1.0] * 50)
-    reader = stream_reader({"redis.url": redis_url, "ick": "fails",
-                            "maxMembersPerTrigger": "20"}, STREAM_SCHEMA)
+    reader = stream_reader(
+        {"redis.url": redis_url, "ick": "fails", "maxMembersPerTrigger": "20"}, STREAM_SCHEMA
+    )
     start = reader.initialOffset()
     log = reader._driver()[0]
     calls = 0

@@ -75,18 +75,29 @@ class Producer(threading.Thread):
 
 def spawn(tmp: Path, url: str, ick: str, schedule: list[list[Any]]) -> subprocess.Popen[str]:
     config = {
-        "url": url, "ick": ick, "shards": SHARDS, "checkpoint": str(tmp / f"{ick}-ckpt"),
-        "deliveries": f"deliveries:{ick}", "fault_file": str(tmp / f"{ick}.fault"),
-        "counter": str(tmp / f"{ick}.count"), "drain_file": str(tmp / "drain"),
+        "url": url,
+        "ick": ick,
+        "shards": SHARDS,
+        "checkpoint": str(tmp / f"{ick}-ckpt"),
+        "deliveries": f"deliveries:{ick}",
+        "fault_file": str(tmp / f"{ick}.fault"),
+        "counter": str(tmp / f"{ick}.count"),
+        "drain_file": str(tmp / "drain"),
         "schedule": schedule,
     }
-    return subprocess.Popen([sys.executable, str(CHILD), json.dumps(config)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True, env={**os.environ})
+    return subprocess.Popen(
+        [sys.executable, str(CHILD), json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+        env={**os.environ},
+    )
 
 
-def chain(tmp: Path, url: str, ick: str, children: list[list[list[Any]]],
-          faults_done: threading.Event) -> str:
+def chain(
+    tmp: Path, url: str, ick: str, children: list[list[list[Any]]], faults_done: threading.Event
+) -> str:
     """Run one child per schedule on the same checkpoint. A schedule ending in a "group"
     fault kills its child (JVM included); the last child has none: it drains."""
     lines: list[str] = []
@@ -109,8 +120,7 @@ def chain(tmp: Path, url: str, ick: str, children: list[list[list[Any]]],
 def schedules(rng: random.Random) -> tuple[list[Any], list[Any]]:
     """Children of two chains: every point failed 4 times in a running JVM and once by
     kill -9 of the whole child, spread so both chains take about as long."""
-    soft = [[p, 1, "raise" if p == "after_sink" else "exit"]
-            for p in POINTS * 4]
+    soft = [[p, 1, "raise" if p == "after_sink" else "exit"] for p in POINTS * 4]
     hard = [[p, rng.randint(1, 3), "group"] for p in POINTS]
     rng.shuffle(soft)
     rng.shuffle(hard)
@@ -134,7 +144,8 @@ def check_model(client: Any, ick: str, adds: list[tuple[str, float, int, int]]) 
     for member, score, _shard, reserved in adds:  # I1 and no starvation
         assert any(s <= score and r > reserved for s, r in delivered[member]), (
             f"{ick}: add of {member} at {score} (after reservation {reserved}) was never "
-            f"delivered: {sorted(delivered[member])[-5:]}")
+            f"delivered: {sorted(delivered[member])[-5:]}"
+        )
     assert ShardedIck(client, ick, SHARDS).stats()["total_size"] == 0
     return replays
 
@@ -162,9 +173,11 @@ def test_crash_matrix(client, redis_url, tmp_path):
         producer.join()
         (tmp_path / "drain").touch()
 
-    threads = [threading.Thread(target=run, args=("crash_a",)),
-               threading.Thread(target=run, args=("crash_b",)),
-               threading.Thread(target=drain_when_faults_done, daemon=True)]
+    threads = [
+        threading.Thread(target=run, args=("crash_a",)),
+        threading.Thread(target=run, args=("crash_b",)),
+        threading.Thread(target=drain_when_faults_done, daemon=True),
+    ]
     for t in threads:
         t.start()
     for t in threads[:2]:

@@ -40,8 +40,12 @@ def raised(call: Callable[[], Any]) -> BaseException:
 
 def bare(port: int, timeout: float = 1.0) -> redis.Redis:
     """A redis-py client without retries of its own."""
-    return redis.Redis(port=port, socket_timeout=timeout, socket_connect_timeout=timeout,
-                       retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        port=port,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+    )
 
 
 @pytest.fixture
@@ -68,8 +72,10 @@ def reply_lost(proxy: FaultProxy) -> BaseException:
 
 def no_sentinel_answers() -> BaseException:
     """redis-py's error when every sentinel refuses the connection (closed ports)."""
-    sentinels = Sentinel([("127.0.0.1", free_port()), ("127.0.0.1", free_port())],
-                         sentinel_kwargs={"retry": Retry(NoBackoff(), 0)})
+    sentinels = Sentinel(
+        [("127.0.0.1", free_port()), ("127.0.0.1", free_port())],
+        sentinel_kwargs={"retry": Retry(NoBackoff(), 0)},
+    )
     return raised(lambda: sentinels.discover_master("svc"))
 
 
@@ -86,46 +92,78 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
     ("TRYAGAIN", lambda p: redis.exceptions.TryAgainError("TRYAGAIN slot"), True, True),
     ("READONLY", lambda p: redis.exceptions.ReadOnlyError("You can't write"), True, True),
     ("CLUSTERDOWN", lambda p: redis.exceptions.ClusterDownError("CLUSTERDOWN"), True, True),
-    ("MASTERDOWN", lambda p: redis.ResponseError("MASTERDOWN Link with MASTER is down"),
-     True, True),
-    ("BUSY script", lambda p: redis.ResponseError("BUSY Redis is busy running a script"),
-     True, True),
-    ("no reachable cluster node", lambda p: RedisClusterException(
-        "Redis Cluster cannot be connected. Please provide at least one reachable node"),
-     True, True),
+    (
+        "MASTERDOWN",
+        lambda p: redis.ResponseError("MASTERDOWN Link with MASTER is down"),
+        True,
+        True,
+    ),
+    (
+        "BUSY script",
+        lambda p: redis.ResponseError("BUSY Redis is busy running a script"),
+        True,
+        True,
+    ),
+    (
+        "no reachable cluster node",
+        lambda p: RedisClusterException(
+            "Redis Cluster cannot be connected. Please provide at least one reachable node"
+        ),
+        True,
+        True,
+    ),
     ("connection refused", lambda p: refused_port(), True, True),
     # a Sentinel failover: no sentinel answers (each is skipped for the next by redis-py),
     # the sentinels answer but no primary is up yet, a primary that was demoted answered
     # READONLY (redis-py's Sentinel connection turns it into this ConnectionError)
     ("Sentinel: no sentinel answers", lambda p: no_sentinel_answers(), True, True),
-    ("Sentinel: no primary up yet", lambda p: MasterNotFoundError(
-        "No master found for 'svc'"), True, True),
-    ("Sentinel: demoted primary", lambda p: redis.ConnectionError(
-        "The previous master is now a slave"), True, True),
+    (
+        "Sentinel: no primary up yet",
+        lambda p: MasterNotFoundError("No master found for 'svc'"),
+        True,
+        True,
+    ),
+    (
+        "Sentinel: demoted primary",
+        lambda p: redis.ConnectionError("The previous master is now a slave"),
+        True,
+        True,
+    ),
     ("reset while connecting", reset_while_connecting, True, True),
     ("reply lost (timeout mid-call)", reply_lost, True, False),
-    ("reset mid-call", lambda p: redis.ConnectionError(
-        "Error while reading from 127.0.0.1:7000 : (104, 'Connection reset by peer')"),
-     True, False),
+    (
+        "reset mid-call",
+        lambda p: redis.ConnectionError(
+            "Error while reading from 127.0.0.1:7000 : (104, 'Connection reset by peer')"
+        ),
+        True,
+        False,
+    ),
     ("wrong password", lambda p: redis.AuthenticationError("invalid password"), False, False),
-    ("WRONGPASS", lambda p: redis.ResponseError("WRONGPASS invalid username-password pair"),
-     False, False),
-    ("NOPERM", lambda p: redis.exceptions.NoPermissionError("NOPERM no permissions"),
-     False, False),
+    (
+        "WRONGPASS",
+        lambda p: redis.ResponseError("WRONGPASS invalid username-password pair"),
+        False,
+        False,
+    ),
+    ("NOPERM", lambda p: redis.exceptions.NoPermissionError("NOPERM no permissions"), False, False),
     ("certificate", lambda p: cert_refused(), False, False),
-    ("Sentinel: sentinel password refused", lambda p: MasterNotFoundError(
-        "No master found for 'svc' : <redis.client.Redis(<redis.connection.ConnectionPool("
-        "<redis.connection.Connection(host=127.0.0.1,port=5,db=0)>)>)> - AuthenticationError("
-        "'invalid username-password pair or user is disabled.')"), False, False),
-    ("script error", lambda p: redis.ResponseError("ERR wrong number of arguments"),
-     False, False),
-    ("OOM", lambda p: redis.exceptions.OutOfMemoryError("OOM command not allowed"),
-     False, False),
+    (
+        "Sentinel: sentinel password refused",
+        lambda p: MasterNotFoundError(
+            "No master found for 'svc' : <redis.client.Redis(<redis.connection.ConnectionPool("
+            "<redis.connection.Connection(host=127.0.0.1,port=5,db=0)>)>)> - AuthenticationError("
+            "'invalid username-password pair or user is disabled.')"
+        ),
+        False,
+        False,
+    ),
+    ("script error", lambda p: redis.ResponseError("ERR wrong number of arguments"), False, False),
+    ("OOM", lambda p: redis.exceptions.OutOfMemoryError("OOM command not allowed"), False, False),
 ]
 
 
-@pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES,
-                         ids=[r[0] for r in RULES])
+@pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES, ids=[r[0] for r in RULES])
 def test_retry_rule(proxy, name, make, transient, not_run):
     error = make(proxy)
     assert rules.transient(error) is transient, name
@@ -134,10 +172,8 @@ def test_retry_rule(proxy, name, make, transient, not_run):
     assert rules.retryable(error, replay_safe=False) is not_run
 
 
-@pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES,
-                         ids=[r[0] for r in RULES])
-def test_retry_call_repeats_exactly_what_the_rule_allows(proxy, name, make, transient,
-                                                         not_run):
+@pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES, ids=[r[0] for r in RULES])
+def test_retry_call_repeats_exactly_what_the_rule_allows(proxy, name, make, transient, not_run):
     error = make(proxy)
     for replay_safe, repeats in ((True, transient), (False, not_run)):
         calls = []
@@ -157,21 +193,27 @@ def test_retry_call_repeats_exactly_what_the_rule_allows(proxy, name, make, tran
 
 
 def test_translate_names_what_to_do():
-    full = rules.translate(redis.exceptions.OutOfMemoryError(
-        "OOM command not allowed when used memory > 'maxmemory'."), "Ick 'q'")
+    full = rules.translate(
+        redis.exceptions.OutOfMemoryError(
+            "OOM command not allowed when used memory > 'maxmemory'."
+        ),
+        "Ick 'q'",
+    )
     assert isinstance(full, RedisFullError) and "Ick 'q': Redis is full" in str(full)
     away = rules.translate(redis.ConnectionError("Error 111 connecting"), "Ick 'q'")
     assert isinstance(away, IckConnectionError) and "redis.retryTimeout" in str(away)
     wrong = rules.translate(redis.AuthenticationError("invalid password"))
     assert isinstance(wrong, IckConnectionError) and "refused the username" in str(wrong)
-    script = rules.translate(redis.ResponseError(
-        "ICK no version flag at 'q' script: abc123, on @user_script:12."))
+    script = rules.translate(
+        redis.ResponseError("ICK no version flag at 'q' script: abc123, on @user_script:12.")
+    )
     assert type(script) is IckScriptError and str(script) == "no version flag at 'q'"
 
 
 def test_lease_refusals_are_busy_or_lost():
-    busy = rules.translate(redis.ResponseError("ICK LEASE busy 5000 1000 77 4000 alpha"),
-                           "Ick 'q' shard 0")
+    busy = rules.translate(
+        redis.ResponseError("ICK LEASE busy 5000 1000 77 4000 alpha"), "Ick 'q' shard 0"
+    )
     assert isinstance(busy, LeaseBusy) and busy.owner == "alpha" and busy.idle_ms == 1000
     assert "'alpha' holds the lease" in str(busy)
     lost = rules.translate(redis.ResponseError("ICK LEASE lost 0 0 0 0 beta"), "Ick 'q'")

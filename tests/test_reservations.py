@@ -92,8 +92,7 @@ def test_reservation_log_matches_model(any_client):
         def reserve(self, limit: int | None, back: int) -> None:
             # `after` is a logged offset: the last committed number or a later one
             after = max(self.model.committed, self.model.reserved - back)
-            assert self.log.reserve(limit, after, self.token) == \
-                self.model.reserve(limit, after)
+            assert self.log.reserve(limit, after, self.token) == self.model.reserve(limit, after)
 
         @rule(through=st.integers(-1, 2))
         def commit(self, through: int) -> None:
@@ -108,8 +107,11 @@ def test_reservation_log_matches_model(any_client):
                     self.log.read(start, start + size)
                 return
             got = {r: pairs(flat) for r, flat in self.log.read(start, start + size)}
-            want = {r: sorted(m.items(), key=order) for r, m in self.model.manifests.items()
-                    if start < r <= start + size}
+            want = {
+                r: sorted(m.items(), key=order)
+                for r, m in self.model.manifests.items()
+                if start < r <= start + size
+            }
             assert got == want
 
         @invariant()
@@ -122,12 +124,15 @@ def test_reservation_log_matches_model(any_client):
             assert dict(pairs(pset)) == self.model.pset
             assert dict(pairs(cset)) == self.model.cset
             info = describe(any_client, self.name)
-            assert (info["last_reserved"], info["last_committed"]) == \
-                (self.model.reserved, self.model.committed)
+            assert (info["last_reserved"], info["last_committed"]) == (
+                self.model.reserved,
+                self.model.committed,
+            )
             assert set(holder) <= set(self.model.cset)
 
     run_state_machine_as_test(
-        Machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None))
+        Machine, settings=settings(max_examples=40, stateful_step_count=30, deadline=None)
+    )
 
 
 def test_a_big_reserve_is_many_bounded_reservations(client):
@@ -143,8 +148,9 @@ def test_a_big_reserve_is_many_bounded_reservations(client):
     entries = log.read(0, last)
     assert [r for r, _ in entries] == list(range(1, last + 1))
     assert max(len(flat) // 2 for _, flat in entries) == per_call
-    assert [text(m) for _, flat in entries for m in flat[0::2]] == \
-        [f"m{i:05}" for i in range(20_000)]  # lowest scores first, each once
+    assert [text(m) for _, flat in entries for m in flat[0::2]] == [
+        f"m{i:05}" for i in range(20_000)
+    ]  # lowest scores first, each once
     assert log.commit(last, token) == last
     assert ick.stats()["cset_size"] == 1  # held by the later reservation still
     assert log.commit(last + 1, token) == last + 1
@@ -154,8 +160,13 @@ def test_a_big_reserve_is_many_bounded_reservations(client):
 
 def test_describe_for_operators(client):
     assert describe(client, "none") == {
-        "last_reserved": 0, "last_committed": 0, "open_reservations": 0, "open_members": 0,
-        "lease_owner": None, "lease_expires_in_ms": None}
+        "last_reserved": 0,
+        "last_committed": 0,
+        "open_reservations": 0,
+        "open_members": 0,
+        "lease_owner": None,
+        "lease_expires_in_ms": None,
+    }
     Ick(client, "d").add({"a": 1, "b": 2, "c": 3})
     log = ReservationLog(client, "d")
     token = log.lease.acquire("indexer", 10_000)

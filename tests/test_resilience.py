@@ -78,14 +78,12 @@ def test_restart_behind_a_resetting_proxy_is_ridden_out(durable, proxy):
     assert [m for m, _ in ick.reserve(5)] == ["a", "b"]
 
 
-def test_stream_query_rides_out_restarts_behind_a_resetting_proxy(spark, durable, proxy,
-                                                                tmp_path):
+def test_stream_query_rides_out_restarts_behind_a_resetting_proxy(spark, durable, proxy, tmp_path):
     client = connect(durable.url, retry_timeout=30)
     ick = ShardedIck(client, "behind", 2)
     first = {f"a{i}": float(i) for i in range(40)}
     ick.add(first)
-    options = {"redis.url": proxy.url, "ick": "behind", "shards": 2,
-               "maxMembersPerTrigger": 10}
+    options = {"redis.url": proxy.url, "ick": "behind", "shards": 2, "maxMembersPerTrigger": 10}
     sink = Sink()
     back = restart_after(durable, 6.0)  # the query starts while Redis restarts
     query = stream(spark, "ick", options, sink, str(tmp_path / "ckpt"))
@@ -95,8 +93,12 @@ def test_stream_query_rides_out_restarts_behind_a_resetting_proxy(spark, durable
         restart_after(durable, 1.0).join()  # and again while it runs
         second = {f"b{i}": float(i) for i in range(40)}
         ick.add(second)
-        wait_running(query, lambda: set(second) <= sink.values()
-                     and drained(client, "behind", 2), 90, "the drain after the restart")
+        wait_running(
+            query,
+            lambda: set(second) <= sink.values() and drained(client, "behind", 2),
+            90,
+            "the drain after the restart",
+        )
         assert query.exception() is None
     finally:
         query.stop()
@@ -143,20 +145,30 @@ def test_a_stopped_query_releases_its_leases(spark, client, redis_url, tmp_path)
     assert all(lease_owners(client, "stopped", 2))
     query.stop()
     # released at once, not left to expire (60 s) or to a successor's takeover (~4 s)
-    wait_until(lambda: not any(lease_owners(client, "stopped", 2)), timeout=3,
-               what="the leases released by query.stop()")
+    wait_until(
+        lambda: not any(lease_owners(client, "stopped", 2)),
+        timeout=3,
+        what="the leases released by query.stop()",
+    )
 
 
-def test_available_now_delivers_what_a_gem_consumer_left_reserved(spark, client, redis_url,
-                                                                  tmp_path):
+def test_available_now_delivers_what_a_gem_consumer_left_reserved(
+    spark, client, redis_url, tmp_path
+):
     gem = Ick(client, "handed")
     gem.add({"a": 1.0, "b": 2.0, "c": 3.0})
     assert [m for m, _ in gem.reserve(1)] == ["a"]  # a gem consumer reserved a, then died
     sink = Sink()
-    query = (spark.readStream.format("ick").option("redis.url", redis_url)
-             .option("ick", "handed").load().writeStream.foreachBatch(sink)
-             .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ckpt"))
-             .start())
+    query = (
+        spark.readStream.format("ick")
+        .option("redis.url", redis_url)
+        .option("ick", "handed")
+        .load()
+        .writeStream.foreachBatch(sink)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .start()
+    )
     assert query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(sink.values()) == ["a", "b", "c"]

@@ -54,6 +54,7 @@ def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 # --- TLS ----------------------------------------------------------------------------------
 
+
 def test_tls_round_trip(redis_tls):
     ca = redis_tls.extra["ssl_ca_certs"]
     assert redis_tls.url.startswith("rediss://")
@@ -81,16 +82,27 @@ def test_cli_over_tls(redis_tls):
     url = f"{redis_tls.url}?ssl_ca_certs={redis_tls.extra['ssl_ca_certs']}"
     env = {**os.environ, "REDIS_URL": url}
     command = [sys.executable, "-m", "pyspark_ick.cli"]
-    added = subprocess.run([*command, "add", "tls_cli", "x", "y", "--score", "1"],
-                           capture_output=True, text=True, env=env, timeout=60)
+    added = subprocess.run(
+        [*command, "add", "tls_cli", "x", "y", "--score", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert added.returncode == 0, added.stderr
-    done = subprocess.run([*command, "stats", "tls_cli", "--json"], capture_output=True,
-                          text=True, env=env, timeout=60)
+    done = subprocess.run(
+        [*command, "stats", "tls_cli", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert json.loads(done.stdout)["totals"]["queued"] == 2
     Ick(connect(url), "tls_cli").delete()
 
 
 # --- a restricted ACL user ----------------------------------------------------------------
+
 
 @pytest.fixture
 def acl_url(redis_url, redis_standalone) -> Iterator[str]:
@@ -158,8 +170,12 @@ def test_acl_user_is_refused_everything_else(acl_url, client):
         Ick(restricted, "other_queue").add({"a": 1})
     with pytest.raises(redis.exceptions.NoPermissionError):
         restricted.get("dirty_docs_but_not_ours")
-    for command in (["KEYS", "*"], ["FLUSHALL"], ["CONFIG", "GET", "*"],
-                    ["EVAL", "return redis.call('GET', KEYS[1])", 1, "not_ours"]):
+    for command in (
+        ["KEYS", "*"],
+        ["FLUSHALL"],
+        ["CONFIG", "GET", "*"],
+        ["EVAL", "return redis.call('GET', KEYS[1])", 1, "not_ours"],
+    ):
         with pytest.raises(redis.exceptions.NoPermissionError):
             restricted.execute_command(*command)
     assert client.dbsize() == 0
@@ -200,6 +216,7 @@ def test_docs_show_the_tested_acl_line():
 
 # --- passwords ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("how", ["url", "keywords", "no cluster probe"])
 def test_wrong_password_fails_fast_without_the_password(acl_url, redis_url, logs, how):
     started = time.monotonic()
@@ -238,8 +255,7 @@ def test_no_password_in_reprs_errors_or_logs(acl_url, logs):
         # option errors of the Spark formats
         lambda: Options({"redis.url": f"http://ick:{PASSWORD}@h/0"}, "ick").connection(),
         lambda: Options({"redis.url": acl_url, "redis.timeout": "soon"}, "ick").connection(),
-        lambda: Options({"redis.password": PASSWORD, "redis.cluster": "maybe"},
-                        "ick").connection(),
+        lambda: Options({"redis.password": PASSWORD, "redis.cluster": "maybe"}, "ick").connection(),
     ):
         with pytest.raises((IckConnectionError, IckConfigError)) as info:
             attempt()
@@ -252,6 +268,7 @@ def test_no_password_in_reprs_errors_or_logs(acl_url, logs):
 
 # --- conf/redis.conf ----------------------------------------------------------------------
 
+
 @pytest.fixture
 def durable_server() -> Iterator[tuple[redis.Redis, Path]]:
     """The server binary (server_binary()) started with conf/redis.conf on a free port and a
@@ -259,9 +276,20 @@ def durable_server() -> Iterator[tuple[redis.Redis, Path]]:
     directory = Path(tempfile.mkdtemp(prefix="pyspark-ick-durable-"))
     port = free_port()
     process = subprocess.Popen(
-        [server_binary(), str(ROOT / "conf" / "redis.conf"), "--port", str(port),
-         "--dir", str(directory), "--logfile", str(directory / "redis.log")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            server_binary(),
+            str(ROOT / "conf" / "redis.conf"),
+            "--port",
+            str(port),
+            "--dir",
+            str(directory),
+            "--logfile",
+            str(directory / "redis.log"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis(host="127.0.0.1", port=port)
     try:
         wait_until(client.ping, timeout=15, what="redis-server with conf/redis.conf")
@@ -275,22 +303,31 @@ def durable_server() -> Iterator[tuple[redis.Redis, Path]]:
 
 def test_redis_conf_logs_every_add_and_never_evicts(durable_server):
     admin, directory = durable_server
-    settings = {k: admin.config_get(k)[k] for k in
-                ("appendonly", "appendfsync", "maxmemory-policy")}
-    assert settings == {"appendonly": "yes", "appendfsync": "everysec",
-                        "maxmemory-policy": "noeviction"}
+    settings = {
+        k: admin.config_get(k)[k] for k in ("appendonly", "appendfsync", "maxmemory-policy")
+    }
+    assert settings == {
+        "appendonly": "yes",
+        "appendfsync": "everysec",
+        "maxmemory-policy": "noeviction",
+    }
 
     client = connect(f"redis://127.0.0.1:{admin.connection_pool.connection_kwargs['port']}/0")
     ick = Ick(client, "durable")
     ick.add({"doc:1": 1})
+
     # Redis 7+ and Valkey: appendonlydir/*.incr.aof; 6.2: a single appendonly.aof
     def aof_files() -> list[Path]:
-        return [*(directory / "appendonlydir").glob("*.incr.aof"),
-                *directory.glob("appendonly.aof")]
+        return [
+            *(directory / "appendonlydir").glob("*.incr.aof"),
+            *directory.glob("appendonly.aof"),
+        ]
 
-    wait_until(lambda: any(b"durable/ick/{durable}/pset" in p.read_bytes()
-                           for p in aof_files()),
-               timeout=10, what="the add in the AOF")
+    wait_until(
+        lambda: any(b"durable/ick/{durable}/pset" in p.read_bytes() for p in aof_files()),
+        timeout=10,
+        what="the add in the AOF",
+    )
 
     # memory full: the add fails loudly and nothing queued is evicted
     used = int(admin.info("memory")["used_memory"])

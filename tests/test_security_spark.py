@@ -19,43 +19,66 @@ PASSWORD = "Sp4rk-s3cret"
 def acl_url(redis_url: str, redis_standalone: Any) -> Iterator[str]:
     """The standalone server as user ``ick``, allowed only the keys of dirty_docs, parked."""
     with redis_standalone.client() as admin:
-        admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, "dirty_docs",
-                                                                  "parked"))
+        admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, "dirty_docs", "parked"))
     yield redis_url.replace("redis://", f"redis://ick:{PASSWORD}@")
     with redis_standalone.client() as admin:
         admin.execute_command("ACL", "DELUSER", "ick")
 
 
-def test_restricted_user_runs_writer_reader_and_dehydrator(spark, acl_url, client, tmp_path,
-                                                           caplog):
+def test_restricted_user_runs_writer_reader_and_dehydrator(
+    spark, acl_url, client, tmp_path, caplog
+):
     caplog.set_level(logging.DEBUG)
     opts = {"redis.url": acl_url}
 
     docs = [(f"doc:{i}", float(i)) for i in range(50)]
-    (spark.createDataFrame(docs, "member string, score double")
-     .write.format("ick").options(**opts).option("ick", "dirty_docs").option("shards", 4)
-     .mode("append").save())
+    (
+        spark.createDataFrame(docs, "member string, score double")
+        .write.format("ick")
+        .options(**opts)
+        .option("ick", "dirty_docs")
+        .option("shards", 4)
+        .mode("append")
+        .save()
+    )
     assert ShardedIck(client, "dirty_docs", 4).stats()["pset_size"] == 50
 
     seen: list[str] = []
-    query = (spark.readStream.format("ick").options(**opts).option("ick", "dirty_docs")
-             .option("shards", 4).load()
-             .writeStream.foreachBatch(lambda df, _: seen.extend(r.member for r in df.collect()))
-             .trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "ick")).start())
+    query = (
+        spark.readStream.format("ick")
+        .options(**opts)
+        .option("ick", "dirty_docs")
+        .option("shards", 4)
+        .load()
+        .writeStream.foreachBatch(lambda df, _: seen.extend(r.member for r in df.collect()))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "ick"))
+        .start()
+    )
     query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(seen) == sorted(f"doc:{i}" for i in range(50))
 
-    (spark.createDataFrame([("a", "element a"), ("b", "element b")], "id string, element string")
-     .write.format("dehydrator").options(**opts).option("dehydrator", "parked")
-     .option("delay", "1ms").mode("append").save())
+    (
+        spark.createDataFrame([("a", "element a"), ("b", "element b")], "id string, element string")
+        .write.format("dehydrator")
+        .options(**opts)
+        .option("dehydrator", "parked")
+        .option("delay", "1ms")
+        .mode("append")
+        .save()
+    )
     released: list[str] = []
-    query = (spark.readStream.format("dehydrator").options(**opts).option("dehydrator", "parked")
-             .load().writeStream
-             .foreachBatch(lambda df, _: released.extend(r.element for r in df.collect()))
-             .trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "dh")).start())
+    query = (
+        spark.readStream.format("dehydrator")
+        .options(**opts)
+        .option("dehydrator", "parked")
+        .load()
+        .writeStream.foreachBatch(lambda df, _: released.extend(r.element for r in df.collect()))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "dh"))
+        .start()
+    )
     query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(released) == ["element a", "element b"]
@@ -68,8 +91,13 @@ def test_restricted_user_runs_writer_reader_and_dehydrator(spark, acl_url, clien
 def test_restricted_user_is_refused_other_icks_with_a_clear_error(spark, acl_url):
     df = spark.createDataFrame([("doc:1", 1.0)], "member string, score double")
     with pytest.raises(Exception) as failure:
-        (df.write.format("ick").option("redis.url", acl_url).option("ick", "someone_else")
-         .mode("append").save())
+        (
+            df.write.format("ick")
+            .option("redis.url", acl_url)
+            .option("ick", "someone_else")
+            .mode("append")
+            .save()
+        )
     text = str(failure.value)
     assert "NOPERM" in text or "permission" in text.lower()
     assert PASSWORD not in text

@@ -54,8 +54,10 @@ RETRY = {"redis.retryTimeout": "30s", "leaseTimeout": "10s"}
 
 
 def test_the_url_form_parses_redacts_and_names_every_sentinel():
-    url = (f"rediss+sentinel://app:{SECRET}@s1,s2:26380,s3:1/orders/2?ssl_ca_certs=/ca.pem"
-           f"&sentinel_username=watch&sentinel_password={SENTINEL_SECRET}")
+    url = (
+        f"rediss+sentinel://app:{SECRET}@s1,s2:26380,s3:1/orders/2?ssl_ca_certs=/ca.pem"
+        f"&sentinel_username=watch&sentinel_password={SENTINEL_SECRET}"
+    )
     assert check_url(url) == url
     target = parse_sentinel(url)
     assert target.sentinels == (("s1", 26379), ("s2", 26380), ("s3", 1))
@@ -71,12 +73,15 @@ def test_the_url_form_parses_redacts_and_names_every_sentinel():
     assert SECRET not in repr(spec) and pickle.loads(pickle.dumps(spec)) == spec
 
 
-@pytest.mark.parametrize(("url", "says"), [
-    ("redis+sentinel://s1,s2/", "the path must be the service name"),
-    ("redis+sentinel:///orders", "no sentinel host"),
-    ("redis+sentinel://s1:port/orders", "sentinel port 'port' is not a number"),
-    ("redis+sentinel://s1/orders/zero", "db 'zero' is not a number"),
-])
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis+sentinel://s1,s2/", "the path must be the service name"),
+        ("redis+sentinel:///orders", "no sentinel host"),
+        ("redis+sentinel://s1:port/orders", "sentinel port 'port' is not a number"),
+        ("redis+sentinel://s1/orders/zero", "db 'zero' is not a number"),
+    ],
+)
 def test_a_malformed_sentinel_url_says_what_is_wrong(url, says):
     with pytest.raises(IckConfigError, match=says) as info:
         connect(url + f"?sentinel_password={SENTINEL_SECRET}")
@@ -141,30 +146,46 @@ def test_no_sentinel_reachable_names_them_all():
 
 def test_the_cli_stats_through_a_sentinel_url(calm):
     ShardedIck(connect(calm.url), "cli_q", 1).add({"a": 1.0, "b": 2.0})
-    done = subprocess.run([sys.executable, "-m", "pyspark_ick.cli", "--url", calm.url,
-                           "stats", "cli_q", "--json"], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "pyspark_ick.cli", "--url", calm.url, "stats", "cli_q", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert '"queued": 2' in done.stdout
 
 
 def test_batch_write_snapshot_read_and_the_dehydrator_through_sentinel(spark, calm, tmp_path):
     url = calm.url
-    df = spark.createDataFrame([(f"m{i}", float(i)) for i in range(50)], "member string, "
-                               "score double")
-    df.write.format("ick").option("redis.url", url).option("ick", "batch").option(
-        "shards", 2).mode("append").save()
-    read = spark.read.format("ick").option("redis.url", url).option("ick", "batch").option(
-        "shards", 2).load()
+    df = spark.createDataFrame(
+        [(f"m{i}", float(i)) for i in range(50)], "member string, score double"
+    )
+    df.write.format("ick").option("redis.url", url).option("ick", "batch").option("shards", 2).mode(
+        "append"
+    ).save()
+    read = (
+        spark.read.format("ick")
+        .option("redis.url", url)
+        .option("ick", "batch")
+        .option("shards", 2)
+        .load()
+    )
     assert sorted(r.member for r in read.collect()) == sorted(f"m{i}" for i in range(50))
 
     parked = spark.createDataFrame([(f"e{i}",) for i in range(20)], "element string")
-    parked.write.format("dehydrator").option("redis.url", url).option(
-        "dehydrator", "later").option("delay", "0ms").mode("append").save()
+    parked.write.format("dehydrator").option("redis.url", url).option("dehydrator", "later").option(
+        "delay", "0ms"
+    ).mode("append").save()
     assert Dehydrator(connect(url), "later").size() == 20
     sink = Sink()
-    query = stream(spark, "dehydrator", {"redis.url": url, "dehydrator": "later", **RETRY},
-                   sink, str(tmp_path / "ckpt"))
+    query = stream(
+        spark,
+        "dehydrator",
+        {"redis.url": url, "dehydrator": "later", **RETRY},
+        sink,
+        str(tmp_path / "ckpt"),
+    )
     try:
         wait_running(query, lambda: len(sink.values(1)) == 20, 60, "20 released elements")
     finally:
@@ -178,8 +199,9 @@ def test_batch_write_snapshot_read_and_the_dehydrator_through_sentinel(spark, ca
 @pytest.fixture(scope="module")
 def guarded() -> Iterator[SentinelSet]:
     """A set whose data nodes and sentinels have passwords (1 replica, 1 sentinel)."""
-    found = start_sentinels(1, 1, service="guarded", password=SECRET,
-                            sentinel_password=SENTINEL_SECRET)
+    found = start_sentinels(
+        1, 1, service="guarded", password=SECRET, sentinel_password=SENTINEL_SECRET
+    )
     yield found
     found.stop()
 
@@ -189,8 +211,10 @@ def test_sentinel_auth(guarded):
     assert client.ping()
     for url, whose in [
         (guarded.sentinel_url(sentinel_password="wrong-one"), "sentinel username or password"),
-        (guarded.url.replace(f"?sentinel_password={SENTINEL_SECRET}", ""),
-         "sentinel username or password"),
+        (
+            guarded.url.replace(f"?sentinel_password={SENTINEL_SECRET}", ""),
+            "sentinel username or password",
+        ),
         (guarded.sentinel_url(password="wrong-two"), "primary of service 'guarded'"),
     ]:
         started = time.monotonic()
@@ -199,9 +223,20 @@ def test_sentinel_auth(guarded):
         assert time.monotonic() - started < 5, url  # not retried
         for secret in (SECRET, SENTINEL_SECRET, "wrong-one", "wrong-two"):
             assert secret not in str(info.value)
-    done = subprocess.run([sys.executable, "-m", "pyspark_ick.cli", "--url",
-                           guarded.sentinel_url(sentinel_password="wrong-one"), "stats", "x"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyspark_ick.cli",
+            "--url",
+            guarded.sentinel_url(sentinel_password="wrong-one"),
+            "stats",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and "sentinel_password" in done.stderr
     assert "wrong-one" not in done.stderr and SECRET not in done.stderr
 
@@ -231,9 +266,13 @@ def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, h
     ick, shards, url = "failover", 2, doomed.url
     producer = Producer(connect(url, timeout=2, retry_timeout=0), ick, shards)
     sink = Sink()
-    query = stream(spark, "ick", {"redis.url": url, "ick": ick, "shards": shards,
-                                  "maxMembersPerTrigger": 40, **RETRY},
-                   sink, str(tmp_path / "ckpt"))
+    query = stream(
+        spark,
+        "ick",
+        {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40, **RETRY},
+        sink,
+        str(tmp_path / "ckpt"),
+    )
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
@@ -245,8 +284,12 @@ def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, h
         after = Producer(producer.client, ick, shards)
         after.start()
         back = time.monotonic()
-        wait_running(query, lambda: after.acked_since(back) >= 60
-                     and sink.batches_since(back) >= 3, 60, "adds and batches after failover")
+        wait_running(
+            query,
+            lambda: after.acked_since(back) >= 60 and sink.batches_since(back) >= 3,
+            60,
+            "adds and batches after failover",
+        )
         after.stop()
         wait_running(query, lambda: drained(connect(url), ick, shards), 60, "the drain")
         assert query.exception() is None
@@ -254,9 +297,11 @@ def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, h
         stop_all(producer, query)
     check_deliveries(sink)
     delivered = check_i1(producer.adds + after.adds, sink, ick)
-    print(f"{how}: promoted {promoted.port} in {failed_over:.1f} s, first batch "
-          f"{sink.first_since(back):.1f} s later; {delivered} adds delivered, "
-          f"{len(after.errors)} refused while failing over")
+    print(
+        f"{how}: promoted {promoted.port} in {failed_over:.1f} s, first batch "
+        f"{sink.first_since(back):.1f} s later; {delivered} adds delivered, "
+        f"{len(after.errors)} refused while failing over"
+    )
 
 
 # --- redis.waitReplicas ------------------------------------------------------------------
@@ -267,21 +312,24 @@ def test_wait_replicas_confirms_or_fails_naming_the_option(spark, calm):
     assert ShardedIck(waited, "w", 2).add({"a": 1.0, "b": 2.0}) == (2, 0)
     assert Dehydrator(waited, "wd").park(["i"], ["e"], [0]) == (1, 0)
     too_many = connect(calm.url, wait_replicas=3, wait_timeout=0.2)
-    with pytest.raises(ReplicationError,
-                       match=r"only 2 of the 3 replica\(s\).*redis\.waitReplicas"):
+    with pytest.raises(
+        ReplicationError, match=r"only 2 of the 3 replica\(s\).*redis\.waitReplicas"
+    ):
         ShardedIck(too_many, "w", 2).add({"c": 1.0})
     with pytest.raises(ReplicationError, match=r"redis\.waitTimeout"):
         Dehydrator(too_many, "wd").push("j", "e", 0)
     df = spark.createDataFrame([("m", 1.0)], "member string, score double")
     with pytest.raises(Exception, match=r"redis\.waitReplicas"):
         df.write.format("ick").option("redis.url", calm.url).option("ick", "w").option(
-            "shards", 2).option("redis.waitReplicas", 3).option(
-            "redis.waitTimeout", "200ms").mode("append").save()
+            "shards", 2
+        ).option("redis.waitReplicas", 3).option("redis.waitTimeout", "200ms").mode("append").save()
     df.write.format("ick").option("redis.url", calm.url).option("ick", "w").option(
-        "shards", 2).option("redis.waitReplicas", 2).mode("append").save()
+        "shards", 2
+    ).option("redis.waitReplicas", 2).mode("append").save()
     with pytest.raises(Exception, match=r"'redis\.waitReplicas' is an option of"):
         spark.read.format("ick").option("redis.url", calm.url).option("ick", "w").option(
-            "redis.waitReplicas", 1).load().collect()
+            "redis.waitReplicas", 1
+        ).load().collect()
 
 
 def test_wait_replicas_is_refused_on_a_cluster(cluster_url):
@@ -338,25 +386,36 @@ def test_without_wait_replicas_such_a_kill_loses_acknowledged_adds(doomed):
         kept = {m.decode() for m in c.zrange("lossy/ick/{lossy}/pset", 0, -1)}
     lost = set(adder.acked) - kept
     assert during > 0 and lost, (during, len(adder.acked))
-    print(f"without redis.waitReplicas: {len(lost)} of {during} adds acknowledged while the "
-          "replicas lagged were lost")
+    print(
+        f"without redis.waitReplicas: {len(lost)} of {during} adds acknowledged while the "
+        "replicas lagged were lost"
+    )
 
 
 def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, doomed, tmp_path):
     ick, shards, url = "kept", 2, doomed.url
-    adder = Adder(connect(url, timeout=2, retry_timeout=30, wait_replicas=1,
-                          wait_timeout=20), ick, shards)
+    adder = Adder(
+        connect(url, timeout=2, retry_timeout=30, wait_replicas=1, wait_timeout=20), ick, shards
+    )
     sink = Sink()
-    query = stream(spark, "ick", {"redis.url": url, "ick": ick, "shards": shards,
-                                  "maxMembersPerTrigger": 40, **RETRY},
-                   sink, str(tmp_path / "ckpt"))
+    query = stream(
+        spark,
+        "ick",
+        {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40, **RETRY},
+        sink,
+        str(tmp_path / "ckpt"),
+    )
     try:
         adder.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
         failed_over, during = kill_with_replicas_behind(doomed, adder)
         back = time.monotonic()
-        wait_running(query, lambda: adder.acked_since(back) >= 40
-                     and sink.batches_since(back) >= 3, 60, "adds and batches after failover")
+        wait_running(
+            query,
+            lambda: adder.acked_since(back) >= 40 and sink.batches_since(back) >= 3,
+            60,
+            "adds and batches after failover",
+        )
         adder.stop()
         wait_running(query, lambda: set(adder.acked) <= sink.values(), 60, "every add")
         assert query.exception() is None
@@ -364,5 +423,7 @@ def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, do
         stop_all(adder, query)
     check_deliveries(sink)
     assert during == 0  # nothing was acknowledged that only the dead primary had
-    print(f"redis.waitReplicas=1: promoted in {failed_over:.1f} s; all {len(adder.acked)} "
-          f"acknowledged adds delivered, {len(adder.errors)} refused")
+    print(
+        f"redis.waitReplicas=1: promoted in {failed_over:.1f} s; all {len(adder.acked)} "
+        f"acknowledged adds delivered, {len(adder.errors)} refused"
+    )

@@ -158,13 +158,13 @@ def test_the_first_write_records_the_count_and_a_read_does_not(any_client: Any) 
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 8])
-def test_a_count_other_producers_used_is_found_before_it_is_recorded(any_client: Any,
-                                                                     count: int) -> None:
+def test_a_count_other_producers_used_is_found_before_it_is_recorded(
+    any_client: Any, count: int
+) -> None:
     """Producers outside Spark (the Ruby gem) record no count: the keys tell it."""
     members = {f"doc:{i}": float(i) for i in range(200)}
     for i in range(4):  # what a gem producer of 4 shards leaves: w4:0 .. w4:3, no count
-        Ick(any_client, f"w4:{i}").add({m: s for m, s in members.items()
-                                        if shard_of(m, 4) == i})
+        Ick(any_client, f"w4:{i}").add({m: s for m, s in members.items() if shard_of(m, 4) == i})
     wrong = ShardedIck(any_client, "w4", count)
     with pytest.raises(ShardCountError, match=f"Ick 'w4'.*{count}"):
         wrong.stats()

@@ -21,15 +21,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "spark_versions_job.py"
-VENVS = Path(os.environ.get("PYSPARK_ICK_VENVS")
-             or Path.home() / ".cache" / "pyspark-ick" / "venvs")
+VENVS = Path(
+    os.environ.get("PYSPARK_ICK_VENVS") or Path.home() / ".cache" / "pyspark-ick" / "venvs"
+)
 RELEASES = ["4.0", "4.1"]
 
 
 def venv_python(release: str) -> Path | None:
     """The python of the newest complete venv of ``release`` (``pyspark-4.1.4``), or None."""
-    found = sorted(VENVS.glob(f"pyspark-{release}.*/.complete"),
-                   key=lambda p: [int(x) for x in p.parent.name.split("-")[1].split(".")])
+    found = sorted(
+        VENVS.glob(f"pyspark-{release}.*/.complete"),
+        key=lambda p: [int(x) for x in p.parent.name.split("-")[1].split(".")],
+    )
     return found[-1].parent / "bin" / "python" if found else None
 
 
@@ -41,12 +44,22 @@ def test_core_on_older_pyspark(release: str, redis_url: str, tmp_path: Path) -> 
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SPARK_", "PYSPARK_", "PYTHON"))}
-    env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python),
-               PYTHONPATH=str(ROOT / "connector"))  # this checkout, whatever the venv holds
-    done = subprocess.run([str(python), str(JOB), redis_url, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_", "PYTHON"))
+    }
+    env.update(
+        PYSPARK_PYTHON=str(python),
+        PYSPARK_DRIVER_PYTHON=str(python),
+        PYTHONPATH=str(ROOT / "connector"),
+    )  # this checkout, whatever the venv holds
+    done = subprocess.run(
+        [str(python), str(JOB), redis_url, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     seen = json.loads(lines[-1]) if lines else {}
     print(json.dumps(seen))  # what it saw (pytest -rP shows it)

@@ -30,13 +30,18 @@ def rows(df: Any) -> set[tuple[Any, ...]]:
     return {tuple(r) for r in df.collect()}
 
 
-def test_insert_into_a_table_using_ick_says_what_works(sql: Any, redis_url: str,
-                                                       client: Any) -> None:
-    sql(f"CREATE TABLE sql_t (member STRING, score DOUBLE) USING ick "
-        f"OPTIONS (`redis.url` '{redis_url}', ick 'q')")
-    for statement in ("INSERT INTO sql_t VALUES ('a', 1.0)",
-                      "INSERT OVERWRITE sql_t VALUES ('a', 1.0)",
-                      "SELECT * FROM sql_t"):
+def test_insert_into_a_table_using_ick_says_what_works(
+    sql: Any, redis_url: str, client: Any
+) -> None:
+    sql(
+        f"CREATE TABLE sql_t (member STRING, score DOUBLE) USING ick "
+        f"OPTIONS (`redis.url` '{redis_url}', ick 'q')"
+    )
+    for statement in (
+        "INSERT INTO sql_t VALUES ('a', 1.0)",
+        "INSERT OVERWRITE sql_t VALUES ('a', 1.0)",
+        "SELECT * FROM sql_t",
+    ):
         with pytest.raises(Exception) as failed:
             sql(statement).collect()
         message = str(failed.value)
@@ -45,10 +50,11 @@ def test_insert_into_a_table_using_ick_says_what_works(sql: Any, redis_url: str,
     assert client.dbsize() == 0  # failed before writing anything
 
 
-def test_insert_into_a_table_using_dehydrator_says_what_works(sql: Any, redis_url: str
-                                                              ) -> None:
-    sql(f"CREATE TABLE sql_d (id STRING, element STRING) USING dehydrator "
-        f"OPTIONS (`redis.url` '{redis_url}', dehydrator 'd', delay '1h')")
+def test_insert_into_a_table_using_dehydrator_says_what_works(sql: Any, redis_url: str) -> None:
+    sql(
+        f"CREATE TABLE sql_d (id STRING, element STRING) USING dehydrator "
+        f"OPTIONS (`redis.url` '{redis_url}', dehydrator 'd', delay '1h')"
+    )
     with pytest.raises(Exception) as failed:
         sql("INSERT INTO sql_d VALUES ('i1', 'x')").collect()
     message = str(failed.value)
@@ -56,22 +62,28 @@ def test_insert_into_a_table_using_dehydrator_says_what_works(sql: Any, redis_ur
     assert "USING dehydrator" in message and "'dehydrator' = 'd'" in message
 
 
-def test_a_table_takes_the_options_in_the_statement(sql: Any, redis_url: str,
-                                                    client: Any) -> None:
-    sql(f"CREATE TABLE sql_w (member STRING, score DOUBLE) USING ick "
-        f"OPTIONS (`redis.url` '{redis_url}', ick 'q')")
+def test_a_table_takes_the_options_in_the_statement(sql: Any, redis_url: str, client: Any) -> None:
+    sql(
+        f"CREATE TABLE sql_w (member STRING, score DOUBLE) USING ick "
+        f"OPTIONS (`redis.url` '{redis_url}', ick 'q')"
+    )
     options = f"'redis.url' = '{redis_url}', 'ick' = 'q'"
     sql(f"INSERT INTO sql_w WITH ({options}) VALUES ('a', 1.0), ('b', 2.0)")
     assert rows(sql(f"SELECT member, score FROM sql_w WITH ({options})")) == {
-        ("a", 1.0), ("b", 2.0)}
+        ("a", 1.0),
+        ("b", 2.0),
+    }
     sql(f"INSERT OVERWRITE sql_w WITH ({options}) VALUES ('c', 3.0)")
     assert Ick(client, "q").reserve(10) == [("c", 3.0)]
 
 
-def test_a_temporary_view_reads_and_writes_with_its_options(sql: Any, redis_url: str,
-                                                            client: Any) -> None:
-    sql(f"CREATE TEMPORARY VIEW sql_v (member STRING, score DOUBLE) USING ick "
-        f"OPTIONS (`redis.url` '{redis_url}', ick 'q', shards '2')")
+def test_a_temporary_view_reads_and_writes_with_its_options(
+    sql: Any, redis_url: str, client: Any
+) -> None:
+    sql(
+        f"CREATE TEMPORARY VIEW sql_v (member STRING, score DOUBLE) USING ick "
+        f"OPTIONS (`redis.url` '{redis_url}', ick 'q', shards '2')"
+    )
     sql("INSERT INTO sql_v VALUES ('a', 1.0), ('b', 2.0)")
     sql("INSERT INTO sql_v SELECT 'c', 3.0")
     assert rows(sql("SELECT * FROM sql_v")) == {("a", 1.0), ("b", 2.0), ("c", 3.0)}
@@ -79,15 +91,18 @@ def test_a_temporary_view_reads_and_writes_with_its_options(sql: Any, redis_url:
     assert rows(sql("SELECT * FROM sql_v")) == {("d", 4.0)}
 
     # without a column list the view has the reader's columns: a snapshot with shards
-    sql(f"CREATE TEMPORARY VIEW sql_s USING ick OPTIONS (`redis.url` '{redis_url}', "
-        f"ick 'q', shards '2')")
+    sql(
+        f"CREATE TEMPORARY VIEW sql_s USING ick OPTIONS (`redis.url` '{redis_url}', "
+        f"ick 'q', shards '2')"
+    )
     assert [r.member for r in sql("SELECT * FROM sql_s").collect()] == ["d"]
 
 
-def test_a_temporary_view_parks_in_a_dehydrator(sql: Any, redis_url: str, client: Any
-                                                ) -> None:
-    sql(f"CREATE TEMPORARY VIEW sql_dv (id STRING, element STRING) USING dehydrator "
-        f"OPTIONS (`redis.url` '{redis_url}', dehydrator 'd', delay '1h')")
+def test_a_temporary_view_parks_in_a_dehydrator(sql: Any, redis_url: str, client: Any) -> None:
+    sql(
+        f"CREATE TEMPORARY VIEW sql_dv (id STRING, element STRING) USING dehydrator "
+        f"OPTIONS (`redis.url` '{redis_url}', dehydrator 'd', delay '1h')"
+    )
     sql("INSERT INTO sql_dv VALUES ('i1', 'one'), ('i2', 'two')")
     parked = Dehydrator(client, "d")
     assert (parked.look("i1"), parked.look("i2")) == ("one", "two")

@@ -28,8 +28,9 @@ import pytest
 from pyspark_ick.testing import SERVER_ENV, server_version, tls_supported
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = Path(os.environ.get("PYSPARK_ICK_SERVERS")
-               or Path.home() / ".cache" / "pyspark-ick" / "servers")
+SERVERS = Path(
+    os.environ.get("PYSPARK_ICK_SERVERS") or Path.home() / ".cache" / "pyspark-ick" / "servers"
+)
 
 # label: (where the binary is under SERVERS, or "PATH"; server kind; version prefix)
 MATRIX = {
@@ -82,15 +83,30 @@ def test_core_reader_and_dehydrator_on(label: str) -> None:
         pytest.skip(f"{binary}: the whole suite runs on it (PYSPARK_ICK_MATRIX_PATH=1 runs it)")
     kind, version = server_version(binary)
     _, want_kind, want_prefix = MATRIX[label]
-    assert (kind, version[:len(want_prefix)]) == (want_kind, want_prefix), (binary, version)
+    assert (kind, version[: len(want_prefix)]) == (want_kind, want_prefix), (binary, version)
 
     env = {**os.environ, SERVER_ENV: binary}
     env.pop("PYSPARK_ICK_TEST_REDIS", None)  # the binary backend, whatever the caller forced
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", *SUBSET, "-q", "-x", "-rs", "-p", "no:cacheprovider",
-         "--timeout", str(BUDGET_S)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S + 60,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *SUBSET,
+            "-q",
+            "-x",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "--timeout",
+            str(BUDGET_S),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUDGET_S + 60,
     )
     took = time.monotonic() - started
     out = done.stdout

@@ -79,7 +79,9 @@ def fresh_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[An
     with redis_server() as server, log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-c", FRESH.replace("URL", repr(server.url))],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         try:
             yield server, process, log
@@ -89,11 +91,14 @@ def fresh_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[An
                 process.wait()
 
 
-@pytest.mark.parametrize("sql_type, values", [
-    ("string", ["doc:1", "doc:2", "ünï"]),
-    ("int", [1, -7, 2**31 - 1]),
-    ("bigint", [2**40, -(2**62), 0]),
-])
+@pytest.mark.parametrize(
+    "sql_type, values",
+    [
+        ("string", ["doc:1", "doc:2", "ünï"]),
+        ("int", [1, -7, 2**31 - 1]),
+        ("bigint", [2**40, -(2**62), 0]),
+    ],
+)
 def test_member_types_round_trip(spark, redis_url, client, sql_type, values):
     rows = [(v, float(i)) for i, v in enumerate(values)]
     save(spark.createDataFrame(rows, f"member {sql_type}, score double"), redis_url, ick="m")
@@ -131,21 +136,31 @@ def test_rewrites_fold_to_the_lower_score(spark, redis_url, client):
 @pytest.mark.parametrize("where", ["redis_url", "cluster_url"])
 def test_eight_shards_land_where_shard_of_says(spark, request, where):
     url = request.getfixturevalue(where)
-    save(spark.range(400).selectExpr("concat('doc:', id) AS member", "CAST(id AS DOUBLE) AS score"),
-         url, ick="sharded", shards=8, chunkSize=7)
+    save(
+        spark.range(400).selectExpr("concat('doc:', id) AS member", "CAST(id AS DOUBLE) AS score"),
+        url,
+        ick="sharded",
+        shards=8,
+        chunkSize=7,
+    )
     c = connect(url)
     sharded = ShardedIck(c, "sharded", 8)
     for i in range(8):
-        queued = {m.decode(): s for m, s in
-                  c.zrange(sharded.shard(i).keys.pset, 0, -1, withscores=True)}
+        queued = {
+            m.decode(): s for m, s in c.zrange(sharded.shard(i).keys.pset, 0, -1, withscores=True)
+        }
         expected = {f"doc:{n}": float(n) for n in range(400) if sharded.shard_of(f"doc:{n}") == i}
         assert queued == expected, f"shard {i}"
     c.close()
 
 
 def test_overwrite_empties_every_shard_first(spark, redis_url, client):
-    save(spark.range(100).selectExpr("CAST(id AS STRING) AS member", "1.0D AS score"),
-         redis_url, ick="ow", shards=4)
+    save(
+        spark.range(100).selectExpr("CAST(id AS STRING) AS member", "1.0D AS score"),
+        redis_url,
+        ick="ow",
+        shards=4,
+    )
     Ick(client, "ow:0").reserve(3)  # something in a cset too
     save(spark.createDataFrame([("z", 2.0)], MS), redis_url, "overwrite", ick="ow", shards=4)
     assert pset(client, "ow", 4) == {"z": 2.0}
@@ -153,10 +168,12 @@ def test_overwrite_empties_every_shard_first(spark, redis_url, client):
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.tuples(st.text(max_size=8),
-                          st.floats(allow_nan=False)),
-                min_size=1, max_size=40),
-       st.integers(0, 3), st.integers(1, 5), st.integers(1, 9))
+@given(
+    st.lists(st.tuples(st.text(max_size=8), st.floats(allow_nan=False)), min_size=1, max_size=40),
+    st.integers(0, 3),
+    st.integers(1, 5),
+    st.integers(1, 9),
+)
 def test_columns_pack_like_pack_pairs_in_every_shard(rows, lead, shards, chunk):
     members = pa.array(["x"] * lead + [m for m, _ in rows])[lead:]  # a non-zero offset
     scores = pa.array([s for _, s in rows], pa.float64())
@@ -178,25 +195,46 @@ def pairs(packed: bytes) -> list[tuple[str, float]]:
 def test_infinite_scores_are_written_as_the_gem_writes_them(redis_url, client):
     """ZADD (and the gem's ickadd) take -inf and +inf: the writer passes them on; only NaN
     and null are invalid rows. Written and read back through the task's own path."""
-    writer = batch_writer({"redis.url": redis_url, "ick": "infinite", "shards": "2"},
-                          MS, False)
+    writer = batch_writer({"redis.url": redis_url, "ick": "infinite", "shards": "2"}, MS, False)
     scores = [-math.inf, 1.0, math.inf, math.nan, -math.inf]
-    batch = pa.record_batch({"member": pa.array(["first", "mid", "last", "nan", "also"]),
-                             "score": pa.array(scores, pa.float64())})
+    batch = pa.record_batch(
+        {
+            "member": pa.array(["first", "mid", "last", "nan", "also"]),
+            "score": pa.array(scores, pa.float64()),
+        }
+    )
     with pytest.raises(Exception, match="column 'score' has 1 null or NaN value"):
         writer.write(iter([batch]))
     assert pset(client, "infinite", 2) == {}
-    writer = batch_writer({"redis.url": redis_url, "ick": "infinite", "shards": "2",
-                           "onInvalid": "skip"}, MS, False)
+    writer = batch_writer(
+        {"redis.url": redis_url, "ick": "infinite", "shards": "2", "onInvalid": "skip"}, MS, False
+    )
     assert writer.write(iter([batch])) == IckCommitMessage(rows=5, new=4, changed=0, skipped=1)
-    assert pset(client, "infinite", 2) == {"first": -math.inf, "mid": 1.0, "last": math.inf,
-                                           "also": -math.inf}
+    assert pset(client, "infinite", 2) == {
+        "first": -math.inf,
+        "mid": 1.0,
+        "last": math.inf,
+        "also": -math.inf,
+    }
 
 
 def test_arrow_packed_scores_round_trip_exactly(client):
     """Arrow spells the scores (shortest exact text) and Redis parses them: no value moves."""
-    scores = [0.1, 1 / 3, -0.0, 1e-300, 5e-324, 2.0**53 + 1, -1.7976931348623157e308,
-              1.763851234567e12, 123456789.12345678, 1e16, 7.0, math.inf, -math.inf]
+    scores = [
+        0.1,
+        1 / 3,
+        -0.0,
+        1e-300,
+        5e-324,
+        2.0**53 + 1,
+        -1.7976931348623157e308,
+        1.763851234567e12,
+        123456789.12345678,
+        1e16,
+        7.0,
+        math.inf,
+        -math.inf,
+    ]
     members = pa.array([f"m{i}" for i in range(len(scores))])
     ick = Ick(client, "arrow-exact")
     for packed in pack_pairs(members, pa.array(scores, pa.float64()), 4):
@@ -208,8 +246,10 @@ def test_arrow_packed_scores_round_trip_exactly(client):
 BAD_OPTIONS = [
     ({}, "format('ick') needs option 'ick'"),
     ({"ick": "a{b}"}, "option 'ick' 'a{b}' contains '{' or '}'"),
-    ({"ick": "x", "shards": "0"},
-     "option 'shards': expected an integer >= 1 and <= 16384, got '0'"),
+    (
+        {"ick": "x", "shards": "0"},
+        "option 'shards': expected an integer >= 1 and <= 16384, got '0'",
+    ),
     ({"ick": "x", "shards": "many"}, "option 'shards': expected an integer >= 1"),
     ({"ick": "x", "onInvalid": "ignore"}, "option 'onInvalid': expected one of fail | skip"),
     ({"ick": "x", "chunkSize": "0"}, "option 'chunkSize': expected an integer >= 1"),
@@ -227,8 +267,10 @@ def schema(member: DataType, score: DataType | None = None) -> StructType:
 
 
 BAD_SCHEMAS = [
-    (schema(StringType(), StringType()),
-     "score column 'score' has type string; expected a numeric or timestamp column"),
+    (
+        schema(StringType(), StringType()),
+        "score column 'score' has type string; expected a numeric or timestamp column",
+    ),
     (schema(ArrayType(IntegerType()), DoubleType()), "member column 'member' has type array<int>"),
     (schema(DoubleType()), "member column 'member' has type double"),
     (schema(TimestampType()), "member column 'member' has type timestamp"),
@@ -251,8 +293,12 @@ def test_column_type_errors_name_the_column(redis_url, bad_schema, message):
 
 def test_errors_surface_on_save_before_any_write(spark, redis_url, client):
     df = spark.createDataFrame([("a", 1.0)], MS)
-    cases = [(df, BAD_OPTIONS[0]), (df, BAD_OPTIONS[2]), (df, BAD_OPTIONS[9]),
-             (df.selectExpr("member", "'high' AS score"), ({"ick": "x"}, BAD_SCHEMAS[0][1]))]
+    cases = [
+        (df, BAD_OPTIONS[0]),
+        (df, BAD_OPTIONS[2]),
+        (df, BAD_OPTIONS[9]),
+        (df.selectExpr("member", "'high' AS score"), ({"ick": "x"}, BAD_SCHEMAS[0][1])),
+    ]
     for frame, (options, message) in cases:
         with pytest.raises(Exception) as failure:
             save(frame, redis_url, **options)
@@ -265,10 +311,10 @@ def test_shard_count_mismatch_fails_before_any_write(spark, redis_url, client):
     save(df, redis_url, ick="counted", shards=4)
     for mode in ("append", "overwrite"):
         with pytest.raises(Exception) as failure:
-            save(spark.createDataFrame([("b", 1.0)], MS), redis_url, mode, ick="counted",
-                 shards=8)
+            save(spark.createDataFrame([("b", 1.0)], MS), redis_url, mode, ick="counted", shards=8)
         assert "Ick 'counted' has 4 shards recorded in Redis, but 8 were given" in str(
-            failure.value)
+            failure.value
+        )
     assert pset(client, "counted", 4) == {"a": 1.0}
 
 
@@ -280,15 +326,23 @@ def test_wrong_credentials_are_not_shown(spark, redis_url):
     assert "s3cr3t-pw" not in str(failure.value)
 
 
-@pytest.mark.parametrize("rows, message", [
-    ([("a", 1.0), (None, 2.0), (None, 3.0)], "column 'member' has 2 null values"),
-    ([("a", math.nan), ("b", math.inf), ("c", None), ("d", 1.0)],
-     "column 'score' has 2 null or NaN values"),
-    ([(None, math.nan), ("d", 1.0)],
-     "column 'member' has 1 null value; column 'score' has 1 null or NaN value"),
-])
-def test_invalid_rows_fail_the_write_naming_column_and_count(spark, redis_url, client, rows,
-                                                             message):
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([("a", 1.0), (None, 2.0), (None, 3.0)], "column 'member' has 2 null values"),
+        (
+            [("a", math.nan), ("b", math.inf), ("c", None), ("d", 1.0)],
+            "column 'score' has 2 null or NaN values",
+        ),
+        (
+            [(None, math.nan), ("d", 1.0)],
+            "column 'member' has 1 null value; column 'score' has 1 null or NaN value",
+        ),
+    ],
+)
+def test_invalid_rows_fail_the_write_naming_column_and_count(
+    spark, redis_url, client, rows, message
+):
     df = spark.createDataFrame(rows, MS).coalesce(1)
     with pytest.raises(Exception) as failure:
         save(df, redis_url, ick="bad")
@@ -302,22 +356,28 @@ def test_invalid_rows_are_skipped_and_counted(spark, redis_url, client):
     save(spark.createDataFrame(rows, MS), redis_url, ick="skip", onInvalid="SKIP")
     assert pset(client, "skip") == {"a": 1.0, "d": 4.0}
 
-    writer = batch_writer({"redis.url": redis_url, "ick": "skip", "onInvalid": "skip"}, MS,
-                          False)
-    batch = pa.record_batch({"member": pa.array([r[0] for r in rows], pa.string()),
-                             "score": pa.array([r[1] for r in rows], pa.float64())})
+    writer = batch_writer({"redis.url": redis_url, "ick": "skip", "onInvalid": "skip"}, MS, False)
+    batch = pa.record_batch(
+        {
+            "member": pa.array([r[0] for r in rows], pa.string()),
+            "score": pa.array([r[1] for r in rows], pa.float64()),
+        }
+    )
     message = writer.write(iter([batch]))
     assert message == IckCommitMessage(rows=5, new=0, changed=0, skipped=3)
 
 
 def test_tasks_report_counts_and_the_driver_logs_totals(redis_url, client, caplog):
     schema = StructType([StructField("id", LongType()), StructField("score", IntegerType())])
-    writer = batch_writer({"redis.url": redis_url, "ick": "counts", "memberColumn": "id"},
-                          schema, False)
-    batch = pa.record_batch({"id": pa.array([1, 2, 3], pa.int64()),
-                             "score": pa.array([5, 5, 5], pa.int32())})
-    lower = pa.record_batch({"id": pa.array([1, 4], pa.int64()),
-                             "score": pa.array([1, 9], pa.int32())})
+    writer = batch_writer(
+        {"redis.url": redis_url, "ick": "counts", "memberColumn": "id"}, schema, False
+    )
+    batch = pa.record_batch(
+        {"id": pa.array([1, 2, 3], pa.int64()), "score": pa.array([5, 5, 5], pa.int32())}
+    )
+    lower = pa.record_batch(
+        {"id": pa.array([1, 4], pa.int64()), "score": pa.array([1, 9], pa.int32())}
+    )
     first = writer.write(iter([batch]))
     second = writer.write(iter([lower]))
     assert (first, second) == (IckCommitMessage(3, 3, 0, 0), IckCommitMessage(2, 1, 1, 0))

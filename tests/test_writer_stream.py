@@ -56,10 +56,16 @@ def test_complete_output_mode_is_refused(redis_url):
 def run_available(spark: Any, source: Path, checkpoint: Path, url: str) -> None:
     """One query over the files in ``source`` until all of it is written, then stop."""
     query = (
-        spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
-        .writeStream.format("ick").option("redis.url", url).option("ick", "stream")
-        .option("shards", 4).option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True).start()
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(source))
+        .writeStream.format("ick")
+        .option("redis.url", url)
+        .option("ick", "stream")
+        .option("shards", 4)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
     )
     query.awaitTermination(240)
     assert query.exception() is None
@@ -71,9 +77,9 @@ def add_file(folder: Path, name: str, rows: dict[str, float]) -> None:
     (folder / f".{name}").rename(folder / name)  # appears whole to the file source
 
 
-def test_restart_from_checkpoint_loses_nothing_and_adds_nothing_twice(spark, cluster_url,
-                                                                       cluster_client,
-                                                                       tmp_path):
+def test_restart_from_checkpoint_loses_nothing_and_adds_nothing_twice(
+    spark, cluster_url, cluster_client, tmp_path
+):
     source, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
     source.mkdir()
     first = {f"doc:{i}": float(i) for i in range(300)}
@@ -87,8 +93,9 @@ def test_restart_from_checkpoint_loses_nothing_and_adds_nothing_twice(spark, clu
     run_available(spark, source, checkpoint, cluster_url)  # restarted: only the new file
     expected = {**first, **second}
     assert pset(cluster_client, "stream", 4) == expected
-    assert sorted(p.name for p in (checkpoint / "commits").iterdir()
-                  if not p.name.startswith(".")) == ["0", "1"]
+    assert sorted(
+        p.name for p in (checkpoint / "commits").iterdir() if not p.name.startswith(".")
+    ) == ["0", "1"]
 
     # Crash after the write, before the commit log: batch 1 is replayed on restart.
     (checkpoint / "commits" / "1").unlink()

@@ -14,17 +14,33 @@ from __future__ import annotations
 from .keys import REGISTRY_PREFIX
 
 ACL_COMMANDS = (
-    "-@all", "+@sortedset", "+@hash", "+@string", "+@list",
-    "+type", "+exists", "+copy", "+del", "+unlink", "+time", "+sadd", "+srem",
-    "+evalsha", "+eval", "+script|load", "+ping", "+info", "+cluster|slots", "+command",
+    "-@all",
+    "+@sortedset",
+    "+@hash",
+    "+@string",
+    "+@list",
+    "+type",
+    "+exists",
+    "+copy",
+    "+del",
+    "+unlink",
+    "+time",
+    "+sadd",
+    "+srem",
+    "+evalsha",
+    "+eval",
+    "+script|load",
+    "+ping",
+    "+info",
+    "+cluster|slots",
+    "+command",
 )
 
 
 def acl_key_patterns(*names: str) -> list[str]:
     """Key patterns covering every key of the Icks or dehydrators ``names`` (any shards),
     and the registry."""
-    return [f"~{p}" for n in names for p in (n, f"{n}:*", f"{n}/*")] + [
-        f"~{REGISTRY_PREFIX}*"]
+    return [f"~{p}" for n in names for p in (n, f"{n}:*", f"{n}/*")] + [f"~{REGISTRY_PREFIX}*"]
 
 
 def acl_rules(password: str, *names: str) -> list[str]:

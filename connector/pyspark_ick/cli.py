@@ -47,6 +47,7 @@ class NotFound(Exception):
 
 # --- output -------------------------------------------------------------------------------
 
+
 def _rich() -> Any:
     """The rich package (extra ``cli``), or a one-line error that names the extra."""
     try:
@@ -54,8 +55,9 @@ def _rich() -> Any:
         import rich.live
         import rich.table
     except ModuleNotFoundError:
-        raise IckError("tables need the rich package: pip install 'pyspark-ick[cli]' "
-                       "(or use --json)") from None
+        raise IckError(
+            "tables need the rich package: pip install 'pyspark-ick[cli]' (or use --json)"
+        ) from None
     return rich
 
 
@@ -97,23 +99,46 @@ def stats_table(report: dict[str, Any]) -> Any:
     Table = _rich().table.Table
     shards = report["shards"]
     table = Table(title=f"Ick {report['name']} ({shards} shard{'s' if shards > 1 else ''})")
-    for column in ("shard", "key", "queued", "reserved", "open res.", "oldest score", "age",
-                   "lease owner"):
-        table.add_column(column, justify="right" if column not in ("key", "lease owner")
-                         else "left")
+    for column in (
+        "shard",
+        "key",
+        "queued",
+        "reserved",
+        "open res.",
+        "oldest score",
+        "age",
+        "lease owner",
+    ):
+        table.add_column(
+            column, justify="right" if column not in ("key", "lease owner") else "left"
+        )
     for row in report["rows"]:
         if not row["exists"]:
-            table.add_row(str(row["shard"]), row["key"], "-", "-", "-", "-", "-", "-",
-                          style="dim")
+            table.add_row(str(row["shard"]), row["key"], "-", "-", "-", "-", "-", "-", style="dim")
             continue
-        table.add_row(str(row["shard"]), row["key"], str(row["queued"]), str(row["reserved"]),
-                      fmt_count(row["open_reservations"]), fmt_score(row["oldest_score"]),
-                      fmt_age(row["age_s"]), fmt_lease(row))
+        table.add_row(
+            str(row["shard"]),
+            row["key"],
+            str(row["queued"]),
+            str(row["reserved"]),
+            fmt_count(row["open_reservations"]),
+            fmt_score(row["oldest_score"]),
+            fmt_age(row["age_s"]),
+            fmt_lease(row),
+        )
     table.add_section()
     t = report["totals"]
-    table.add_row("total", "", str(t["queued"]), str(t["reserved"]),
-                  fmt_count(t["open_reservations"]), fmt_score(t["oldest_score"]),
-                  fmt_age(t["age_s"]), "", style="bold")
+    table.add_row(
+        "total",
+        "",
+        str(t["queued"]),
+        str(t["reserved"]),
+        fmt_count(t["open_reservations"]),
+        fmt_score(t["oldest_score"]),
+        fmt_age(t["age_s"]),
+        "",
+        style="bold",
+    )
     return table
 
 
@@ -156,6 +181,7 @@ def emit(item: Any, as_json: bool, out: Any) -> None:
 
 # --- commands -----------------------------------------------------------------------------
 
+
 def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
 
@@ -168,8 +194,7 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     report = stats(client, args.name, shards)
     if not any(row["exists"] for row in report["rows"]):
         raise NotFound(f"Ick {args.name!r} does not exist")
-    emit(report if args.json else stats_table(report), args.json,
-         None if args.json else console())
+    emit(report if args.json else stats_table(report), args.json, None if args.json else console())
     return 0
 
 
@@ -177,10 +202,10 @@ def cmd_add(client: Client, args: argparse.Namespace) -> int:
     shards = recorded_shards(client, args.name, args.shards)
     score = server_time(client) if args.score is None else args.score
     members = list(dict.fromkeys(args.members))
-    new, changed = ShardedIck(client, args.name, shards).add_pairs(members,
-                                                                   [score] * len(members))
-    print(f"Ick {args.name!r}: {new} new, {changed} lowered, "
-          f"{len(members) - new - changed} unchanged")
+    new, changed = ShardedIck(client, args.name, shards).add_pairs(members, [score] * len(members))
+    print(
+        f"Ick {args.name!r}: {new} new, {changed} lowered, {len(members) - new - changed} unchanged"
+    )
     return 0
 
 
@@ -199,10 +224,12 @@ def cmd_peek(client: Client, args: argparse.Namespace) -> int:
 def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
     try:
         from .metrics import serve
+
         server = serve(client, args.port, args.bind)
     except ImportError:
-        raise IckError("metrics need the prometheus-client package: "
-                       "pip install 'pyspark-ick[metrics]'") from None
+        raise IckError(
+            "metrics need the prometheus-client package: pip install 'pyspark-ick[metrics]'"
+        ) from None
     print(f"serving http://{args.bind}:{args.port}/metrics (Ctrl-C stops)", flush=True)
     try:
         threading.Event().wait()
@@ -218,8 +245,10 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
         raise NotFound(f"Ick {args.name!r} does not exist")
     size = report["totals"]["queued"] + report["totals"]["reserved"]
     if not args.yes:
-        sys.stderr.write(f"Delete Ick {args.name!r} ({shards} shard{'s' if shards > 1 else ''}, "
-                         f"{size} members)? [y/N] ")
+        sys.stderr.write(
+            f"Delete Ick {args.name!r} ({shards} shard{'s' if shards > 1 else ''}, "
+            f"{size} members)? [y/N] "
+        )
         sys.stderr.flush()
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             raise NotFound("not deleted")
@@ -269,6 +298,7 @@ def cmd_pull(client: Client, args: argparse.Namespace) -> int:
 
 # --- argument parsing ---------------------------------------------------------------------
 
+
 def name_arg(value: str) -> str:
     try:
         return check_name(value)
@@ -281,7 +311,8 @@ def shards_arg(value: str) -> int:
         return check_shards(int(value))
     except (ValueError, IckConfigError):
         raise argparse.ArgumentTypeError(
-            f"expected an integer from 1 to {MAX_SHARDS}, got {value!r}") from None
+            f"expected an integer from 1 to {MAX_SHARDS}, got {value!r}"
+        ) from None
 
 
 def positive_int(value: str) -> int:
@@ -312,7 +343,8 @@ def duration_arg(value: str) -> int:
     ms = parse_duration_ms(value)
     if ms is None:
         raise argparse.ArgumentTypeError(
-            f'expected a duration such as "500ms", "30s", "2m" or "1h", got {value!r}')
+            f'expected a duration such as "500ms", "30s", "2m" or "1h", got {value!r}'
+        )
     return ms
 
 
@@ -320,20 +352,36 @@ def build_parser() -> argparse.ArgumentParser:
     # Connection options are accepted before or after the command (SUPPRESS keeps a value
     # given before the command from being overwritten by the subcommand's default).
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=argparse.SUPPRESS,
-                        help=f"Redis URL (default: $REDIS_URL or {DEFAULT_URL})")
-    common.add_argument("--cluster", nargs="?", const="yes", default=argparse.SUPPRESS,
-                        choices=["auto", "yes", "no"],
-                        help="Redis Cluster: auto (default) detects it; yes or no forces it")
-    common.add_argument("--timeout", type=seconds_arg, default=argparse.SUPPRESS,
-                        help="socket timeout in seconds (default 5)")
+    common.add_argument(
+        "--url", default=argparse.SUPPRESS, help=f"Redis URL (default: $REDIS_URL or {DEFAULT_URL})"
+    )
+    common.add_argument(
+        "--cluster",
+        nargs="?",
+        const="yes",
+        default=argparse.SUPPRESS,
+        choices=["auto", "yes", "no"],
+        help="Redis Cluster: auto (default) detects it; yes or no forces it",
+    )
+    common.add_argument(
+        "--timeout",
+        type=seconds_arg,
+        default=argparse.SUPPRESS,
+        help="socket timeout in seconds (default 5)",
+    )
     shards = argparse.ArgumentParser(add_help=False)
-    shards.add_argument("--shards", type=shards_arg, default=None,
-                        help="shard count (default: the count recorded in Redis, else 1)")
+    shards.add_argument(
+        "--shards",
+        type=shards_arg,
+        default=None,
+        help="shard count (default: the count recorded in Redis, else 1)",
+    )
 
     parser = argparse.ArgumentParser(
-        prog="pyspark-ick", parents=[common],
-        description="Inspect and change Icks (indexing queues) and dehydrators in Redis.")
+        prog="pyspark-ick",
+        parents=[common],
+        description="Inspect and change Icks (indexing queues) and dehydrators in Redis.",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(parent: Any, name: str, run: Any, help: str) -> argparse.ArgumentParser:
@@ -343,23 +391,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command(commands, "stats", cmd_stats, "per-shard sizes, oldest score, reservations")
     sub.add_argument("name", type=name_arg, metavar="NAME")
-    sub.add_argument("--watch", nargs="?", type=seconds_arg, const=2.0, default=None,
-                     metavar="SECONDS", help="refresh every SECONDS (default 2) until Ctrl-C")
+    sub.add_argument(
+        "--watch",
+        nargs="?",
+        type=seconds_arg,
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 2) until Ctrl-C",
+    )
     sub.add_argument("--json", action="store_true", help="JSON (one line per refresh)")
 
     sub = command(commands, "add", cmd_add, "mark members dirty (keeps the lower score)")
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("members", nargs="+", metavar="MEMBER")
-    sub.add_argument("--score", type=score_arg, default=None,
-                     help="score of every member (default: Redis server time)")
+    sub.add_argument(
+        "--score",
+        type=score_arg,
+        default=None,
+        help="score of every member (default: Redis server time)",
+    )
 
     sub = command(commands, "peek", cmd_peek, "lowest queued and reserved members (read-only)")
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
     sub.add_argument("--json", action="store_true", help="JSON output")
 
-    sub = command(commands, "metrics", cmd_metrics,
-                  "serve Prometheus metrics of every Ick and dehydrator at /metrics")
+    sub = command(
+        commands,
+        "metrics",
+        cmd_metrics,
+        "serve Prometheus metrics of every Ick and dehydrator at /metrics",
+    )
     sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
     sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
 
@@ -367,28 +430,38 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    dh = commands.add_parser("dehydrator", parents=[common],
-                             help="look, ttn, push, pull on a dehydrator",
-                             description="ReDe's commands on a dehydrator")
+    dh = commands.add_parser(
+        "dehydrator",
+        parents=[common],
+        help="look, ttn, push, pull on a dehydrator",
+        description="ReDe's commands on a dehydrator",
+    )
     dh_commands = dh.add_subparsers(dest="dh_command", required=True, metavar="COMMAND")
-    for name, run, help in (("look", cmd_look, "show the element of ID, leaving it"),
-                            ("pull", cmd_pull, "remove ID and show its element")):
+    for name, run, help in (
+        ("look", cmd_look, "show the element of ID, leaving it"),
+        ("pull", cmd_pull, "remove ID and show its element"),
+    ):
         sub = command(dh_commands, name, run, help)
         sub.add_argument("name", type=name_arg, metavar="NAME")
         sub.add_argument("id", metavar="ID")
-    sub = command(dh_commands, "ttn", cmd_ttn,
-                  "ms to the next release (0: one is due, -1: empty)")
+    sub = command(dh_commands, "ttn", cmd_ttn, "ms to the next release (0: one is due, -1: empty)")
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub = command(dh_commands, "push", cmd_push, "park ELEMENT under ID until TTL has passed")
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("id", metavar="ID")
     sub.add_argument("element", metavar="ELEMENT")
-    sub.add_argument("--ttl", "--delay", type=duration_arg, required=True,
-                     help='time until due: "500ms", "30s", "2m", "1h"')
+    sub.add_argument(
+        "--ttl",
+        "--delay",
+        type=duration_arg,
+        required=True,
+        help='time until due: "500ms", "30s", "2m", "1h"',
+    )
     return parser
 
 
 # --- main ---------------------------------------------------------------------------------
+
 
 def scrub(message: str, url: str) -> str:
     """``message`` without the password of ``url`` (belt and braces: errors never hold it)."""
@@ -405,8 +478,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("pyspark_ick").addHandler(logging.NullHandler())
     url = getattr(args, "url", None) or os.environ.get("REDIS_URL") or DEFAULT_URL
     try:
-        client = connect(url, cluster=getattr(args, "cluster", "auto"),
-                         timeout=getattr(args, "timeout", 5.0), retry_timeout=2.0)
+        client = connect(
+            url,
+            cluster=getattr(args, "cluster", "auto"),
+            timeout=getattr(args, "timeout", 5.0),
+            retry_timeout=2.0,
+        )
         try:
             return int(args.run(client, args))
         finally:

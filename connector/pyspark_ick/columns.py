@@ -20,8 +20,10 @@ def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Offsets and bytes of a string or binary array, as numpy views of Arrow's buffers."""
     _, offsets, data = column.buffers()
     first = column.offset
-    return (np.frombuffer(offsets, np.int32)[first:first + len(column) + 1],
-            np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8))
+    return (
+        np.frombuffer(offsets, np.int32)[first : first + len(column) + 1],
+        np.empty(0, np.uint8) if data is None else np.frombuffer(data, np.uint8),
+    )
 
 
 class NotUtf8(ValueError):
@@ -71,9 +73,11 @@ def pack_columns(columns: list[pa.Array], chunk: int) -> list[bytes]:
         parts += (str_heads(column), column.cast(pa.binary()))
     offsets, data = buffers(pc.binary_join_element_wise(*parts, b""))
     memory = memoryview(data.data)
-    return [MSGPACK_HEAD(ARRAY32, len(columns) * (min(first + chunk, rows) - first))
-            + memory[offsets[first]:offsets[min(first + chunk, rows)]]
-            for first in range(0, rows, chunk)]
+    return [
+        MSGPACK_HEAD(ARRAY32, len(columns) * (min(first + chunk, rows) - first))
+        + memory[offsets[first] : offsets[min(first + chunk, rows)]]
+        for first in range(0, rows, chunk)
+    ]
 
 
 def pack_pairs(members: pa.Array, scores: pa.Array, chunk: int) -> list[bytes]:
@@ -86,23 +90,21 @@ def pack_pairs(members: pa.Array, scores: pa.Array, chunk: int) -> list[bytes]:
     return pack_columns([pc.cast(scores, pa.string()), members], chunk)
 
 
-def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int
-              ) -> list[bytes]:
+def pack_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, chunk: int) -> list[bytes]:
     """dh_push's arguments (``dehydrator.pack_plain`` for columns), ``chunk`` rows each.
 
     ``ids``, ``elements``: string or binary; ``times``: float64 ms; no nulls.
     """
-    return pack_columns([pc.cast(pa.array(times, pa.float64()), pa.string()), ids, elements],
-                        chunk)
+    return pack_columns([pc.cast(pa.array(times, pa.float64()), pa.string()), ids, elements], chunk)
 
 
-def split_rows(ids: pa.Array, elements: pa.Array, times: np.ndarray, shards: int
-               ) -> dict[int, tuple[pa.Array, pa.Array, np.ndarray]]:
+def split_rows(
+    ids: pa.Array, elements: pa.Array, times: np.ndarray, shards: int
+) -> dict[int, tuple[pa.Array, pa.Array, np.ndarray]]:
     """The columns per shard of ``shards`` by id (rows in their order within a shard)."""
     if shards == 1:
         return {0: (ids, elements, times)}
-    by_shard = np.fromiter((shard_of(id, shards) for id in ids.to_pylist()), np.int32,
-                           len(ids))
+    by_shard = np.fromiter((shard_of(id, shards) for id in ids.to_pylist()), np.int32, len(ids))
     out = {}
     for shard in np.unique(by_shard):
         rows = pa.array(np.flatnonzero(by_shard == shard))

@@ -38,7 +38,6 @@ Client: TypeAlias = Any
 Any: redis-py types its replies as unions with Awaitable, which every caller would cast."""
 
 
-
 def tls_mismatch(error: BaseException, url: str, timeout: float = 2.0) -> bool:
     """True when ``error`` looks like a TLS mismatch (``tls_hint``) and the server, asked
     the other way, answers: then no retry can help. A reset alone is no proof: a load
@@ -56,8 +55,7 @@ def _speaks_tls(address: tuple[str, int], timeout: float) -> bool:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
-        with socket.create_connection(address, timeout=timeout) as raw, \
-                context.wrap_socket(raw):
+        with socket.create_connection(address, timeout=timeout) as raw, context.wrap_socket(raw):
             return True
     except ssl.SSLError as exc:  # an alert (e.g. a client certificate required): TLS
         return "ALERT" in str(exc.reason or "")
@@ -104,8 +102,10 @@ def connect(
     replication.check(wait_replicas, wait_timeout)
     nodes = seeds(url)
     if len(nodes) > 1 and mode == "no":
-        raise IckConfigError(f"redis.url {redact(url)!r} lists several nodes: that is for "
-                             "a Redis Cluster, but redis.cluster is false")
+        raise IckConfigError(
+            f"redis.url {redact(url)!r} lists several nodes: that is for "
+            "a Redis Cluster, but redis.cluster is false"
+        )
     options: dict[str, Any] = {
         "socket_timeout": timeout,
         "socket_connect_timeout": timeout,
@@ -118,9 +118,11 @@ def connect(
         options["password"] = password
     if is_sentinel(url):
         if mode == "yes":
-            raise IckConfigError(f"redis.url {redact(url)!r} is a Sentinel URL: its service "
-                                 "is a primary with replicas, not a Redis Cluster, but "
-                                 "redis.cluster is true")
+            raise IckConfigError(
+                f"redis.url {redact(url)!r} is a Sentinel URL: its service "
+                "is a primary with replicas, not a Redis Cluster, but "
+                "redis.cluster is true"
+            )
         primary = _connect_sentinel(url, options, timeout, retry_timeout)
         retry.configure(primary, retry_timeout)
         replication.configure(primary, wait_replicas, wait_timeout)
@@ -129,21 +131,25 @@ def connect(
     def attempt() -> redis.Redis | redis.RedisCluster:
         found = _detect(nodes, options) if mode == "auto" else mode
         if found == "yes":
-            others = [ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379)
-                      for n in nodes[1:]]
+            others = [
+                ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379) for n in nodes[1:]
+            ]
             return redis.RedisCluster.from_url(nodes[0], startup_nodes=others, **options)
         client = redis.Redis.from_url(nodes[0], **options)
         client.ping()
         return client
 
     try:
-        client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}",
-                            final=lambda exc: tls_mismatch(exc, nodes[0], min(timeout or 2, 2)))
+        client = retry.call(
+            attempt,
+            retry_timeout,
+            what=f"Redis at {where(url)}",
+            final=lambda exc: tls_mismatch(exc, nodes[0], min(timeout or 2, 2)),
+        )
     except (redis.RedisError, RedisClusterException) as exc:
         raise connection_error(exc, url) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
-        raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}"
-                             ) from None
+        raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}") from None
     if wait_replicas and isinstance(client, redis.RedisCluster):
         client.close()
         raise IckConfigError(replication.NOT_ON_CLUSTER)
@@ -152,8 +158,9 @@ def connect(
     return client
 
 
-def _connect_sentinel(url: str, options: dict[str, Any], timeout: float | None,
-                      retry_timeout: float) -> redis.Redis:
+def _connect_sentinel(
+    url: str, options: dict[str, Any], timeout: float | None, retry_timeout: float
+) -> redis.Redis:
     """The client of the primary of a Sentinel URL's service (redis-py's ``master_for``:
     each new connection asks the sentinels, first to answer first, for the primary; a
     READONLY from a demoted primary becomes a ConnectionError that sends it back to them).
@@ -168,10 +175,12 @@ def _connect_sentinel(url: str, options: dict[str, Any], timeout: float | None,
     settings = {**primary, **options}
     quick = min(timeout or 2.0, 2.0)  # a sentinel that does not answer is skipped quickly
     to_sentinels = {
-        "socket_timeout": min(timeout or 5.0, 5.0), "socket_connect_timeout": quick,
+        "socket_timeout": min(timeout or 5.0, 5.0),
+        "socket_connect_timeout": quick,
         "retry": Retry(NoBackoff(), 0),
         **{k: v for k, v in settings.items() if k.startswith("ssl")},
-        "username": target.sentinel_username, "password": target.sentinel_password,
+        "username": target.sentinel_username,
+        "password": target.sentinel_password,
     }
     manager = Sentinel(list(target.sentinels), sentinel_kwargs=to_sentinels, **settings)
     client = manager.master_for(target.service)

@@ -38,16 +38,21 @@ ON_DUPLICATE = ("keep", "replace", "error")
 Clock = Callable[[], int]
 
 
-def pack_plain(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float],
-               chunk: int = bounds.DEHYDRATOR_CHUNK) -> list[bytes]:
+def pack_plain(
+    ids: Sequence[Any],
+    elements: Sequence[Any],
+    times: Sequence[float],
+    chunk: int = bounds.DEHYDRATOR_CHUNK,
+) -> list[bytes]:
     """dh_push's rows arguments (time, id, element per row), ``chunk`` rows each (the
     plain client's path: no numpy or pyarrow; the Spark sink packs Arrow columns with
     columns.pack_rows). ``times``: finite numbers (``check_times``)."""
     return list(plain_chunks(ids, elements, times, chunk))
 
 
-def plain_chunks(ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float],
-                 chunk: int) -> Iterator[bytes]:
+def plain_chunks(
+    ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float], chunk: int
+) -> Iterator[bytes]:
     """``pack_plain``, each argument packed as it is taken (so the next is packed while
     Redis runs the one before): ``scripts.pack_values``, msgpack's C packer, which takes
     str and bytes as they are."""
@@ -89,8 +94,9 @@ MAX_TTL_MS = 2**52  # due times are doubles of ms: exact up to 2**53, 142,000 ye
 def check_ttl(ttl_ms: Any, what: str = "ttl_ms") -> int:
     """``ttl_ms`` if it is an integer from 0 to MAX_TTL_MS, else IckConfigError."""
     if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TTL_MS:
-        raise IckConfigError(f"{what} must be an integer from 0 to {MAX_TTL_MS} "
-                             f"(milliseconds), got {ttl_ms!r}")
+        raise IckConfigError(
+            f"{what} must be an integer from 0 to {MAX_TTL_MS} (milliseconds), got {ttl_ms!r}"
+        )
     return ttl_ms
 
 
@@ -101,8 +107,15 @@ class Dehydrator:
     returns "now" in ms for the scripts instead of Redis server time.
     """
 
-    def __init__(self, client: Client, name: str, shards: int = 1, *, decode: bool = True,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        name: str,
+        shards: int = 1,
+        *,
+        decode: bool = True,
+        clock: Clock | None = None,
+    ) -> None:
         self.client = check_client(client)
         self.name = check_name(name, "dehydrator name")
         self.shards = check_shards(shards)
@@ -145,16 +158,27 @@ class Dehydrator:
 
         The shard count is not checked here (executors call it): see ``check_shards``.
         """
-        return ClaimLog(self.client, self._keys[i], decode=self.decode, clock=self.clock,
-                        label=f"dehydrator {self.name!r} shard {i}")
+        return ClaimLog(
+            self.client,
+            self._keys[i],
+            decode=self.decode,
+            clock=self.clock,
+            label=f"dehydrator {self.name!r} shard {i}",
+        )
 
     def check_shards(self) -> None:
         """Record the shard count in Redis on first use; raise if another is recorded."""
         if self._checked:
             return
-        recorded = int(scripts.run(self.client, "shardcount",
-                                   [shard_count_key(self.name, "dehydrator")], [self.shards],
-                                   what=self.label))
+        recorded = int(
+            scripts.run(
+                self.client,
+                "shardcount",
+                [shard_count_key(self.name, "dehydrator")],
+                [self.shards],
+                what=self.label,
+            )
+        )
         if recorded != self.shards:
             raise ShardCountError(
                 f"dehydrator {self.name!r} has {recorded} shards recorded in Redis, "
@@ -177,13 +201,27 @@ class Dehydrator:
         """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
         # one dh_push call straight away: park's grouping costs ~10 us a call
         key = id if type(id) in TEXTS else text(id)
-        row = scripts.pack_values([str(check_ttl(ttl_ms)), key,  # checked before Redis
-                                   element if type(element) in TEXTS else as_bytes(element)])
+        row = scripts.pack_values(
+            [
+                str(check_ttl(ttl_ms)),
+                key,  # checked before Redis
+                element if type(element) in TEXTS else as_bytes(element),
+            ]
+        )
         self.check_shards()
-        replication.write(self.client, lambda c: scripts.run(
-            c, "dh_push", self._keys[0].store if self.shards == 1 else self.keys_of(key).store,
-            ["error", self._now(), "delay", row], what=self.label,
-            replay_safe=False), what=self.label, replay_safe=False)  # a replay finds its id
+        replication.write(
+            self.client,
+            lambda c: scripts.run(
+                c,
+                "dh_push",
+                self._keys[0].store if self.shards == 1 else self.keys_of(key).store,
+                ["error", self._now(), "delay", row],
+                what=self.label,
+                replay_safe=False,
+            ),
+            what=self.label,
+            replay_safe=False,
+        )  # a replay finds its id
 
     def gidpush(self, element: str | bytes, ttl_ms: int) -> str:
         """Park ``element`` for ``ttl_ms`` ms under a new random id (32 hex digits);
@@ -192,20 +230,30 @@ class Dehydrator:
         self.push(id, element, ttl_ms)
         return id
 
-    def park(self, ids: Sequence[Any], elements: Sequence[str | bytes], times: Sequence[int],
-             *, at: bool = False, on_duplicate: str = "keep", chunk: int = bounds.DEHYDRATOR_CHUNK
-             ) -> tuple[int, int]:
+    def park(
+        self,
+        ids: Sequence[Any],
+        elements: Sequence[str | bytes],
+        times: Sequence[int],
+        *,
+        at: bool = False,
+        on_duplicate: str = "keep",
+        chunk: int = bounds.DEHYDRATOR_CHUNK,
+    ) -> tuple[int, int]:
         """Park many elements in bounded dh_push calls; returns (new, existing).
 
         ``times`` are delays in ms, or due times in epoch ms with ``at=True``.
         ``on_duplicate`` decides for ids already parked: keep, replace or error.
         """
         if on_duplicate not in ON_DUPLICATE:
-            raise IckConfigError(f"on_duplicate must be one of {ON_DUPLICATE}, "
-                                 f"got {on_duplicate!r}")
+            raise IckConfigError(
+                f"on_duplicate must be one of {ON_DUPLICATE}, got {on_duplicate!r}"
+            )
         if not len(ids) == len(elements) == len(times):
-            raise IckConfigError(f"{len(ids)} ids, {len(elements)} elements and "
-                                 f"{len(times)} times: one of each per element")
+            raise IckConfigError(
+                f"{len(ids)} ids, {len(elements)} elements and "
+                f"{len(times)} times: one of each per element"
+            )
         stamps = check_times(times)
         if not ids:
             return (0, 0)
@@ -217,12 +265,23 @@ class Dehydrator:
             group[1].append(element)
             group[2].append(stamp)
         chunk = min(chunk, bounds.ITEMS_PER_CALL)
-        return self._push({shard: plain_chunks(*rows, chunk) for shard, rows in groups.items()},
-                          at, on_duplicate, overlap=True)
+        return self._push(
+            {shard: plain_chunks(*rows, chunk) for shard, rows in groups.items()},
+            at,
+            on_duplicate,
+            overlap=True,
+        )
 
-    def park_arrays(self, ids: pa.Array, elements: pa.Array, times: np.ndarray, *,
-                    at: bool = False, on_duplicate: str = "keep",
-                    chunk: int = bounds.DEHYDRATOR_CHUNK) -> tuple[int, int]:
+    def park_arrays(
+        self,
+        ids: pa.Array,
+        elements: pa.Array,
+        times: np.ndarray,
+        *,
+        at: bool = False,
+        on_duplicate: str = "keep",
+        chunk: int = bounds.DEHYDRATOR_CHUNK,
+    ) -> tuple[int, int]:
         """``park`` for columns (string or binary ids and elements, float64 times);
         what the Spark sink calls with its Arrow batches (needs numpy and pyarrow)."""
         from .columns import pack_rows, split_rows
@@ -230,31 +289,54 @@ class Dehydrator:
         if not len(ids):
             return (0, 0)
         chunk = min(chunk, bounds.ITEMS_PER_CALL)
-        return self._push({shard: pack_rows(*rows, chunk) for shard, rows in split_rows(
-            ids, elements, times, self.shards).items()}, at, on_duplicate)
+        return self._push(
+            {
+                shard: pack_rows(*rows, chunk)
+                for shard, rows in split_rows(ids, elements, times, self.shards).items()
+            },
+            at,
+            on_duplicate,
+        )
 
-    def _push(self, packed: dict[int, Iterable[bytes]], at: bool, on_duplicate: str,
-              overlap: bool = False) -> tuple[int, int]:
+    def _push(
+        self, packed: dict[int, Iterable[bytes]], at: bool, on_duplicate: str, overlap: bool = False
+    ) -> tuple[int, int]:
         """dh_push the packed arguments of each shard, a call each, taken one by one
         (``overlap``, the plain client's park: each packed while Redis runs the one before,
         scripts.run_many); (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
-        calls = (("dh_push", self._keys[shard].store, [*head, arg])
-                 for shard, args in packed.items() for arg in args)
+        calls = (
+            ("dh_push", self._keys[shard].store, [*head, arg])
+            for shard, args in packed.items()
+            for arg in args
+        )
         kept = list(calls) if replication.waits(self.client) else calls  # may run again
         safe = on_duplicate != "error"  # "error" on a replay finds its own ids
-        replies = replication.write(self.client, lambda c: scripts.run_many(
-            c, kept, what=self.label, replay_safe=safe, overlap=overlap), what=self.label,
-            replay_safe=safe)
-        return (sum(int(r[0]) for r in replies if r is not None),
-                sum(int(r[1]) for r in replies if r is not None))
+        replies = replication.write(
+            self.client,
+            lambda c: scripts.run_many(c, kept, what=self.label, replay_safe=safe, overlap=overlap),
+            what=self.label,
+            replay_safe=safe,
+        )
+        return (
+            sum(int(r[0]) for r in replies if r is not None),
+            sum(int(r[1]) for r in replies if r is not None),
+        )
 
     def pull(self, id: Any) -> Any:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""
         self.check_shards()
-        return self._out(scripts.run(self.client, "dh_pull", self.keys_of(id).store,
-                                     [as_bytes(id)], what=self.label, replay_safe=False)[0])
+        return self._out(
+            scripts.run(
+                self.client,
+                "dh_pull",
+                self.keys_of(id).store,
+                [as_bytes(id)],
+                what=self.label,
+                replay_safe=False,
+            )[0]
+        )
 
     def poll(self) -> list[Any]:
         """Remove and return every due element, earliest due first."""
@@ -275,10 +357,19 @@ class Dehydrator:
         offsets = dict.fromkeys(range(self.shards), 0)
         while offsets:
             now = self._now()
-            replies = scripts.run_many(self.client, [
-                ("dh_take", self._keys[i].store, [now, limit, mode, offset, "due" if due else ""])
-                for i, offset in offsets.items()
-            ], what=self.label, replay_safe=mode != "poll")
+            replies = scripts.run_many(
+                self.client,
+                [
+                    (
+                        "dh_take",
+                        self._keys[i].store,
+                        [now, limit, mode, offset, "due" if due else ""],
+                    )
+                    for i, offset in offsets.items()
+                ],
+                what=self.label,
+                replay_safe=mode != "poll",
+            )
             more = {}
             for (shard, offset), reply in zip(offsets.items(), replies, strict=True):
                 runs.append(list(zip(reply[::2], reply[1::2], strict=True)) if due else reply)
@@ -295,13 +386,21 @@ class Dehydrator:
             return []
         self.check_shards()
         step = bounds.ITEMS_PER_CALL
-        parts = [(shard, rows[i:i + step]) for shard, rows in self._by_shard(ids).items()
-                 for i in range(0, len(rows), step)]
+        parts = [
+            (shard, rows[i : i + step])
+            for shard, rows in self._by_shard(ids).items()
+            for i in range(0, len(rows), step)
+        ]
         now = self._now()
-        replies = scripts.run_many(self.client, [
-            ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
-            for shard, rows in parts
-        ], what=self.label, replay_safe=False)
+        replies = scripts.run_many(
+            self.client,
+            [
+                ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
+                for shard, rows in parts
+            ],
+            what=self.label,
+            replay_safe=False,
+        )
         out: list[Any] = [None] * len(ids)
         for (_, rows), reply in zip(parts, replies, strict=True):
             for (pos, _), element in zip(rows, reply, strict=True):
@@ -311,28 +410,41 @@ class Dehydrator:
     def look(self, id: Any) -> Any:
         """The element of ``id`` without removing it; None when it is not parked."""
         elements, key = self.keys_of(id).elements, as_bytes(id)
-        return self._out(scripts.command(self.client, lambda: self.client.hget(elements, key),
-                                         what=self.label))
+        return self._out(
+            scripts.command(self.client, lambda: self.client.hget(elements, key), what=self.label)
+        )
 
     def ttn(self) -> int:
         """ms until the next element is due: 0 when one is due, -1 when empty."""
         self.check_shards()
         now = self._now()
-        waits = [int(r) for r in scripts.run_many(
-            self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys], what=self.label)]
+        waits = [
+            int(r)
+            for r in scripts.run_many(
+                self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys], what=self.label
+            )
+        ]
         pending = [w for w in waits if w >= 0]
         return min(pending) if pending else -1
 
     def update(self, id: Any, element: str | bytes) -> Any:
         """Replace the element of parked ``id`` (keeping its due time); returns the old one."""
         self.check_shards()
-        return self._out(scripts.run(self.client, "dh_update", self.keys_of(id).store,
-                                     [as_bytes(id), as_bytes(element)], what=self.label))
+        return self._out(
+            scripts.run(
+                self.client,
+                "dh_update",
+                self.keys_of(id).store,
+                [as_bytes(id), as_bytes(element)],
+                what=self.label,
+            )
+        )
 
     # --- operations ------------------------------------------------------------------------
 
     def size(self) -> int:
         """How many elements are parked (due or not; claimed ones not counted)."""
+
         def count() -> int:
             pipe = self.client.pipeline(transaction=False)
             for keys in self._keys:
@@ -351,12 +463,18 @@ class Dehydrator:
         for keys in self._keys:
             claimed, committed = ClaimLog(self.client, keys).counters()
             claims = [keys.claim(n) for n in range(committed + 1, claimed + 1)]
-            removed += int(scripts.run(self.client, "delete_keys", keys.fixed_keys() + claims,
-                                       what=self.label))
+            removed += int(
+                scripts.run(self.client, "delete_keys", keys.fixed_keys() + claims, what=self.label)
+            )
         unregister(self.client, self.name, "dehydrator", self.label)
-        removed += int(scripts.run(self.client, "delete_keys",
-                                   [shard_count_key(self.name, "dehydrator")],
-                                   what=self.label))
+        removed += int(
+            scripts.run(
+                self.client,
+                "delete_keys",
+                [shard_count_key(self.name, "dehydrator")],
+                what=self.label,
+            )
+        )
         self._checked = False
         return removed
 
@@ -378,13 +496,21 @@ class ClaimLog(NumberedLog):
     reserve_script = "dh_claim"
     commit_script = "dh_commit"
 
-    def __init__(self, client: Client, keys: DehydratorKeys, *, decode: bool = True,
-                 clock: Clock | None = None, label: str | None = None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        keys: DehydratorKeys,
+        *,
+        decode: bool = True,
+        clock: Clock | None = None,
+        label: str | None = None,
+    ) -> None:
         self.keys = keys
         self.decode = decode
         self.clock = clock
-        super().__init__(client, keys.clog, keys.lease,
-                         label or f"dehydrator shard {keys.master!r}")
+        super().__init__(
+            client, keys.clog, keys.lease, label or f"dehydrator shard {keys.master!r}"
+        )
 
     def __repr__(self) -> str:
         return f"ClaimLog({self.keys.master!r})"
@@ -414,8 +540,9 @@ class ClaimLog(NumberedLog):
 
     def backlog(self) -> int:
         """How many elements of the shard are due now (not claimed yet)."""
-        return int(scripts.run(self.client, "dh_backlog", [self.keys.due], [self.now()],
-                               what=self.label))
+        return int(
+            scripts.run(self.client, "dh_backlog", [self.keys.due], [self.now()], what=self.label)
+        )
 
     def last_claimed(self) -> int:
         return self.counters()[0]

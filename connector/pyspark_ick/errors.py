@@ -44,8 +44,15 @@ class LeaseBusy(LeaseError):
     """Another owner holds a live lease: ``idle_ms`` since its renewal at ``renewed_at``
     (Redis time, ms); it counts as gone once idle for ``gone_after_ms``."""
 
-    def __init__(self, message: str, owner: str, expires_in_ms: int, idle_ms: int,
-                 renewed_at: int = 0, gone_after_ms: int = 0) -> None:
+    def __init__(
+        self,
+        message: str,
+        owner: str,
+        expires_in_ms: int,
+        idle_ms: int,
+        renewed_at: int = 0,
+        gone_after_ms: int = 0,
+    ) -> None:
         super().__init__(message)
         self.owner = owner
         self.expires_in_ms = expires_in_ms

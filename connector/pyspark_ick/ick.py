@@ -61,8 +61,9 @@ NUMBERS = frozenset({float, int})  # scores converted by float() in C, no check 
 TEXTS = frozenset({str, bytes})  # members packed as they are (str: UTF-8, surrogate escapes)
 
 
-def check_pairs(members: Sequence[Any], scores: Sequence[Any]
-                ) -> tuple[list[str | bytes], list[float]]:
+def check_pairs(
+    members: Sequence[Any], scores: Sequence[Any]
+) -> tuple[list[str | bytes], list[float]]:
     """Members as str or bytes and scores as floats, checked before anything reaches
     Redis: IckConfigError for a None member, or a score that is not a number or is NaN.
     Infinite scores are kept: ZADD takes them (``inf``, ``-inf``), as the gem's ickadd
@@ -101,8 +102,7 @@ def score_of(member: Any, score: Any) -> float:
 def member_of(member: Any) -> str | bytes:
     """A member as str or bytes (``as_bytes``); IckConfigError for None."""
     if member is None:
-        raise IckConfigError("a member must not be None (it would be stored as the text "
-                             "'None')")
+        raise IckConfigError("a member must not be None (it would be stored as the text 'None')")
     return member if type(member) in TEXTS else as_bytes(member)
 
 
@@ -142,24 +142,31 @@ def check_chunk(chunk: Any) -> int:
     return min(chunk, bounds.ITEMS_PER_CALL)
 
 
-def packed_chunks(members: Sequence[str | bytes], scores: Sequence[float], chunk: int
-                  ) -> Iterator[bytes]:
+def packed_chunks(
+    members: Sequence[str | bytes], scores: Sequence[float], chunk: int
+) -> Iterator[bytes]:
     """The ickadd arguments of checked pairs, ``chunk`` members each, packed one by one
     as they are taken (so the next is packed while Redis runs the one before)."""
     for i in range(0, len(members), chunk):
-        yield pack_checked(members[i:i + chunk], scores[i:i + chunk])
+        yield pack_checked(members[i : i + chunk], scores[i : i + chunk])
 
 
-def pack_chunks(members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
-                ) -> list[bytes]:
+def pack_chunks(
+    members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
+) -> list[bytes]:
     """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each (at
     most ``bounds.ITEMS_PER_CALL``: no call holds Redis long)."""
     chunk = check_chunk(chunk)
     return list(packed_chunks(*check_pairs(members, scores), chunk))
 
 
-def queue_add(pipe: Any, keys: IckKeys, members: Sequence[Any], scores: Sequence[float],
-              chunk: int = bounds.ICK_CHUNK) -> int:
+def queue_add(
+    pipe: Any,
+    keys: IckKeys,
+    members: Sequence[Any],
+    scores: Sequence[float],
+    chunk: int = bounds.ICK_CHUNK,
+) -> int:
     """Queue ickadd calls of at most ``chunk`` members on a redis-py pipeline of the
     caller's (e.g. a MULTI with reads of its own); returns how many."""
     calls = add_calls(keys, pack_chunks(members, scores, chunk))
@@ -180,12 +187,14 @@ def lazy_add_calls(keys: IckKeys, packed: Iterable[bytes]) -> Iterator[scripts.C
     return (("ickadd", base, [arg]) for arg in packed)
 
 
-def add_now_calls(keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK
-                  ) -> list[scripts.Call]:
+def add_now_calls(
+    keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK
+) -> list[scripts.Call]:
     """ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
     chunk = min(chunk, bounds.ITEMS_PER_CALL)
-    return [("ickadd_now", keys.base, members[i:i + chunk])
-            for i in range(0, len(members), chunk)]
+    return [
+        ("ickadd_now", keys.base, members[i : i + chunk]) for i in range(0, len(members), chunk)
+    ]
 
 
 def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
@@ -210,9 +219,13 @@ def register(client: Client, name: str, kind: str, label: str) -> None:
     except IckScriptError as exc:
         if kind not in _unregistered:
             _unregistered.add(kind)
-            logger.warning("%s: not added to %s, which the metrics exporter reads (%s); "
-                           "see docs/security.md for the ACL line", label,
-                           registry_key(kind), exc)
+            logger.warning(
+                "%s: not added to %s, which the metrics exporter reads (%s); "
+                "see docs/security.md for the ACL line",
+                label,
+                registry_key(kind),
+                exc,
+            )
 
 
 def unregister(client: Client, name: str, kind: str, label: str) -> None:
@@ -230,7 +243,8 @@ def check_client(client: Client) -> Client:
             "Icks and dehydrators need a client, not a pipeline: each call is already one "
             "round trip (a Lua script) and needs its reply. To batch adds, pass many "
             "members to one add(); to mix them into a pipeline of your own, queue "
-            "pyspark_ick.ick.queue_add(pipe, Ick(client, key).keys, members, scores)")
+            "pyspark_ick.ick.queue_add(pipe, Ick(client, key).keys, members, scores)"
+        )
     return client
 
 
@@ -269,17 +283,30 @@ class Ick:
             ((member, score),) = mapping.items()
             if type(score) is not float or score != score:
                 score = score_of(member, score)
-            arg = scripts.pack_values([float.__repr__(score), member if type(member) in TEXTS
-                                       else member_of(member)])
+            arg = scripts.pack_values(
+                [float.__repr__(score), member if type(member) in TEXTS else member_of(member)]
+            )
         else:
             members, scores = check_pairs(list(mapping), list(mapping.values()))
             if len(members) > chunk:
-                return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
-                    c, lazy_add_calls(self.keys, packed_chunks(members, scores, chunk)),
-                    what=self.label, overlap=True), what=self.label))
+                return sum_adds(
+                    replication.write(
+                        self.client,
+                        lambda c: scripts.run_many(
+                            c,
+                            lazy_add_calls(self.keys, packed_chunks(members, scores, chunk)),
+                            what=self.label,
+                            overlap=True,
+                        ),
+                        what=self.label,
+                    )
+                )
             arg = pack_checked(members, scores)
-        reply = replication.write(self.client, lambda c: scripts.run(
-            c, "ickadd", self._base, [arg], what=self.label), what=self.label)
+        reply = replication.write(
+            self.client,
+            lambda c: scripts.run(c, "ickadd", self._base, [arg], what=self.label),
+            what=self.label,
+        )
         return int(reply[0]), int(reply[1])
 
     def exchange(self, n: int, commit: Iterable[Any] = (), backwash: bool = False) -> Pairs:
@@ -290,9 +317,13 @@ class Ick:
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise IckConfigError(f"n must be an integer >= 0 (members to reserve), got {n!r}")
-        reply = scripts.run(self.client, "ickexchange", self._base,
-                            [int(n), "1" if backwash else "0", *map(as_bytes, commit)],
-                            what=self.label)
+        reply = scripts.run(
+            self.client,
+            "ickexchange",
+            self._base,
+            [int(n), "1" if backwash else "0", *map(as_bytes, commit)],
+            what=self.label,
+        )
         return pairs(reply[1])
 
     def reserve(self, n: int) -> Pairs:
@@ -305,8 +336,9 @@ class Ick:
         """
         if type(n) is not int or n < 0:
             return self.exchange(n)  # which refuses it
-        return pairs(scripts.run(self.client, "ickexchange", self._base, [n, "0"],
-                                 what=self.label)[1])
+        return pairs(
+            scripts.run(self.client, "ickexchange", self._base, [n, "0"], what=self.label)[1]
+        )
 
     def commit(self, *members: Any) -> int:
         """Remove ``members`` from the cset (never the pset); returns how many were removed.
@@ -315,15 +347,22 @@ class Ick:
         harmless, so a big commit need not be one call).
         """
         step = bounds.ITEMS_PER_CALL
-        return sum(int(scripts.run(self.client, "ickexchange", self._base,
-                                   [0, "0", *map(as_bytes, members[i:i + step])],
-                                   what=self.label)[0])
-                   for i in range(0, len(members), step))
+        return sum(
+            int(
+                scripts.run(
+                    self.client,
+                    "ickexchange",
+                    self._base,
+                    [0, "0", *map(as_bytes, members[i : i + step])],
+                    what=self.label,
+                )[0]
+            )
+            for i in range(0, len(members), step)
+        )
 
     def stats(self) -> dict[str, Any] | None:
         """Version, sizes and score ranges; None when the Ick does not exist."""
-        return parse_stats(scripts.run(self.client, "ickstats", self.keys.base,
-                                       what=self.label))
+        return parse_stats(scripts.run(self.client, "ickstats", self.keys.base, what=self.label))
 
     def delete(self) -> int:
         """Remove every key of this Ick; returns how many keys existed.
@@ -344,10 +383,13 @@ class Ick:
     def _reservation_keys(self) -> list[str]:
         """Manifest keys of open reservations (numbers from the reservation log)."""
         reserved, committed = scripts.command(
-            self.client, partial(self.client.hmget, self.keys.rlog, "reserved", "committed"),
-            what=self.label)
-        return [self.keys.reservation(r)
-                for r in range(int(committed or 0) + 1, int(reserved or 0) + 1)]
+            self.client,
+            partial(self.client.hmget, self.keys.rlog, "reserved", "committed"),
+            what=self.label,
+        )
+        return [
+            self.keys.reservation(r) for r in range(int(committed or 0) + 1, int(reserved or 0) + 1)
+        ]
 
 
 def parse_stats(reply: Any) -> dict[str, Any] | None:
@@ -414,8 +456,7 @@ class ShardedIck:
             self._check_layout()
             if not record:
                 return
-            recorded = scripts.run(self.client, "shardcount", [key], [self.shards],
-                                   what=self.label)
+            recorded = scripts.run(self.client, "shardcount", [key], [self.shards], what=self.label)
         if int(recorded) != self.shards:
             raise ShardCountError(
                 f"Ick {self.name!r} has {int(recorded)} shards recorded in Redis, "
@@ -430,33 +471,38 @@ class ShardedIck:
         wrong = [self.name] if self.shards > 1 else [f"{self.name}:0", f"{self.name}:1"]
         wrong.append(f"{self.name}:{self.shards}")
         for other in wrong:
-            if scripts.command(self.client, partial(self.client.exists, other),
-                               what=self.label):
+            if scripts.command(self.client, partial(self.client.exists, other), what=self.label):
                 raise ShardCountError(
                     f"Ick {self.name!r}: Redis holds {other!r}, a shard of another shard "
                     f"count than the {self.shards} given (no count is recorded: its "
-                    "producers did not record one); give the count they used")
+                    "producers did not record one); give the count they used"
+                )
         if self.shards == 1:
             return
         for i, ick in enumerate(self._icks):
             for part in (ick.keys.pset, ick.keys.cset):
-                found = scripts.command(
-                    self.client, partial(self.client.zrandmember, part, sample),
-                    what=self.label) or []
+                found = (
+                    scripts.command(
+                        self.client, partial(self.client.zrandmember, part, sample), what=self.label
+                    )
+                    or []
+                )
                 for member in found:
                     if shard_of(member, self.shards) != i:
                         raise ShardCountError(
                             f"Ick {self.name!r}: member {text(member)!r} of shard {i} "
                             f"belongs to shard {shard_of(member, self.shards)} of "
-                            f"{self.shards}: its producers used another shard count")
+                            f"{self.shards}: its producers used another shard count"
+                        )
 
     def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
         """Add members to their shards in bounded ickadd calls; returns (new, changed).
         Scores may be -inf or +inf, never NaN (``Ick.add``)."""
         return self.add_pairs(list(mapping), list(mapping.values()), chunk)
 
-    def add_pairs(self, members: Sequence[Any], scores: Sequence[float],
-                  chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
+    def add_pairs(
+        self, members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
+    ) -> tuple[int, int]:
         """Add ``members[i]`` with ``scores[i]`` in bounded calls, each packed while Redis
         runs the one before; every score is checked before Redis is touched. Returns
         (new, changed)."""
@@ -466,35 +512,71 @@ class ShardedIck:
             return (0, 0)
         groups = self.group(texts, floats)
         self.check_shards()
-        return sum_adds(replication.write(self.client, lambda c: scripts.run_many(c, (
-            call for i, (ms, ss) in groups.items()
-            for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))),
-            what=self.label, overlap=True), what=self.label))
+        return sum_adds(
+            replication.write(
+                self.client,
+                lambda c: scripts.run_many(
+                    c,
+                    (
+                        call
+                        for i, (ms, ss) in groups.items()
+                        for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))
+                    ),
+                    what=self.label,
+                    overlap=True,
+                ),
+                what=self.label,
+            )
+        )
 
-    def add_groups(self, groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
-                   chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
+    def add_groups(
+        self,
+        groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
+        chunk: int = bounds.ICK_CHUNK,
+    ) -> tuple[int, int]:
         """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
 
         Scores ``None``: Redis server time at the add. Returns (new, changed).
         """
         self.check_shards()
-        calls = [call for i, (ms, ss) in groups.items() for call in (
-            add_now_calls(self._icks[i].keys, ms, chunk) if ss is None else
-            add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk)))]
-        return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
-            c, calls, what=self.label), what=self.label))
+        calls = [
+            call
+            for i, (ms, ss) in groups.items()
+            for call in (
+                add_now_calls(self._icks[i].keys, ms, chunk)
+                if ss is None
+                else add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk))
+            )
+        ]
+        return sum_adds(
+            replication.write(
+                self.client, lambda c: scripts.run_many(c, calls, what=self.label), what=self.label
+            )
+        )
 
     def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
         """Add ickadd arguments already packed (``columns.pack_pairs``) per shard, a call
         each."""
         self.check_shards()
-        return sum_adds(replication.write(self.client, lambda c: scripts.run_many(
-            c, [call for i, packed in groups.items()
-                for call in add_calls(self._icks[i].keys, packed)], what=self.label),
-            what=self.label))
+        return sum_adds(
+            replication.write(
+                self.client,
+                lambda c: scripts.run_many(
+                    c,
+                    [
+                        call
+                        for i, packed in groups.items()
+                        for call in add_calls(self._icks[i].keys, packed)
+                    ],
+                    what=self.label,
+                ),
+                what=self.label,
+            )
+        )
 
-    def group(self, members: Sequence[str | bytes], scores: Sequence[float]
-              ) -> dict[int, tuple[list[str | bytes], list[float]]]:
+    def group(
+        self, members: Sequence[str | bytes], scores: Sequence[float]
+    ) -> dict[int, tuple[list[str | bytes], list[float]]]:
         """Members and scores grouped by shard."""
         if self.shards == 1:
             return {0: (list(members), list(scores))}
@@ -510,9 +592,14 @@ class ShardedIck:
         shard count but records nothing (a reading call does not write)."""
         self.check_shards(record=False)
 
-        per_shard = [parse_stats(r) for r in scripts.run_many(
-            self.client, [("ickstats", ick.keys.base, ()) for ick in self._icks],
-            what=self.label)]
+        per_shard = [
+            parse_stats(r)
+            for r in scripts.run_many(
+                self.client,
+                [("ickstats", ick.keys.base, ()) for ick in self._icks],
+                what=self.label,
+            )
+        ]
         totals = {
             name: sum(s[name] for s in per_shard if s)
             for name in ("pset_size", "cset_size", "total_size")
@@ -530,7 +617,8 @@ class ShardedIck:
     def _remove(self) -> int:
         removed = sum(ick._remove() for ick in self._icks)
         unregister(self.client, self.name, "ick", self.label)
-        removed += int(scripts.run(self.client, "delete_keys", [shard_count_key(self.name)],
-                                   what=self.label))
+        removed += int(
+            scripts.run(self.client, "delete_keys", [shard_count_key(self.name)], what=self.label)
+        )
         self._checked = False
         return removed

@@ -33,10 +33,8 @@ MAX_SHARDS = 16384  # one per Redis Cluster hash slot at most
 
 def check_shards(shards: int) -> int:
     """Return ``shards`` if it is a usable shard count, else raise IckConfigError."""
-    if isinstance(shards, bool) or not isinstance(shards, int) or \
-            not 1 <= shards <= MAX_SHARDS:
-        raise IckConfigError(
-            f"shards must be an integer from 1 to {MAX_SHARDS}, got {shards!r}")
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise IckConfigError(f"shards must be an integer from 1 to {MAX_SHARDS}, got {shards!r}")
     return shards
 
 

@@ -34,10 +34,18 @@ class Lease:
     key: str
     label: str
 
-    def _call(self, mode: str, owner: str, token: int = 0, ttl_ms: int = 0,
-              beat_ms: int = 1000) -> int:
-        return int(scripts.run(self.client, "lease", [self.key],
-                               [mode, owner, token, ttl_ms, beat_ms], what=self.label))
+    def _call(
+        self, mode: str, owner: str, token: int = 0, ttl_ms: int = 0, beat_ms: int = 1000
+    ) -> int:
+        return int(
+            scripts.run(
+                self.client,
+                "lease",
+                [self.key],
+                [mode, owner, token, ttl_ms, beat_ms],
+                what=self.label,
+            )
+        )
 
     def acquire(self, owner: str, ttl_ms: int, beat_ms: int = 1000) -> Fence:
         """Take the lease for ``owner``, who renews it every ``beat_ms``, with a new

@@ -34,9 +34,11 @@ class Collector:
         queued = gauge("queued", "members waiting in the Ick shard (pset)", ["ick", "shard"])
         reserved = gauge("reserved", "members reserved, not committed (cset)", ["ick", "shard"])
         opened = gauge("open_reservations", "reservations not committed", ["ick", "shard"])
-        age = gauge("oldest_queued_age_seconds",
-                    "seconds since the lowest queued score (scores that are Unix times)",
-                    ["ick", "shard"])
+        age = gauge(
+            "oldest_queued_age_seconds",
+            "seconds since the lowest queued score (scores that are Unix times)",
+            ["ick", "shard"],
+        )
         lease = gauge("lease_held", "1 when a consumer holds the shard's lease", ["ick", "shard"])
         for name, shards in sorted(registered(self.client, "ick").items()):
             for row in stats(self.client, name, shards)["rows"]:
@@ -51,13 +53,13 @@ class Collector:
         yield from self._dehydrators(gauge)
 
     def _dehydrators(self, gauge: Any) -> Iterator[Any]:
-        parked = gauge("dehydrator_parked", "elements parked (due or not)",
-                       ["dehydrator", "shard"])
-        due = gauge("dehydrator_due", "elements due now, not claimed yet",
-                    ["dehydrator", "shard"])
-        following = gauge("dehydrator_next_release_seconds",
-                          "seconds to the next release (0: one is due; -1: empty)",
-                          ["dehydrator"])
+        parked = gauge("dehydrator_parked", "elements parked (due or not)", ["dehydrator", "shard"])
+        due = gauge("dehydrator_due", "elements due now, not claimed yet", ["dehydrator", "shard"])
+        following = gauge(
+            "dehydrator_next_release_seconds",
+            "seconds to the next release (0: one is due; -1: empty)",
+            ["dehydrator"],
+        )
         for name, shards in sorted(registered(self.client, "dehydrator").items()):
             dehydrator = Dehydrator(self.client, name, shards)
             for i in range(shards):

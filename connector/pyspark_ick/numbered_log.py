@@ -27,8 +27,7 @@ from .lease import Fence, Lease
 
 logger = logging.getLogger("pyspark_ick.numbered_log")
 
-RESERVE_ARGV = ("limit", "after", "owner", "token", "ttl_ms", "head", "per_call", "pending",
-                "now")
+RESERVE_ARGV = ("limit", "after", "owner", "token", "ttl_ms", "head", "per_call", "pending", "now")
 """ARGV of rlog_reserve and dh_claim, in order (``now``: dh_claim's clock, optional)."""
 
 COMMIT_ARGV = ("through", "owner", "token", "ttl_ms", "committed", "per_call")
@@ -94,8 +93,10 @@ class NumberedLog:
     def counters(self) -> tuple[int, int]:
         """(last number made, last committed), as Redis has them now."""
         head, committed = scripts.command(
-            self.client, partial(self.client.hmget, self.log_key, self.head_field,
-                                 "committed"), what=self.label)
+            self.client,
+            partial(self.client.hmget, self.log_key, self.head_field, "committed"),
+            what=self.label,
+        )
         self._head, self._committed = int(head or 0), int(committed or 0)
         return self._head, self._committed
 
@@ -110,10 +111,18 @@ class NumberedLog:
         moved = stale = 0
         pending = -1  # -1: the first call counts the open manifests
         while True:
-            argv = [-1 if limit is None else int(limit), int(after), *fence_args(fence), head,
-                    bounds.MOVES_PER_CALL, pending, self.now()]
-            reply = scripts.run(self.client, self.reserve_script, self.reserve_keys(head),
-                                argv, what=self.label)
+            argv = [
+                -1 if limit is None else int(limit),
+                int(after),
+                *fence_args(fence),
+                head,
+                bounds.MOVES_PER_CALL,
+                pending,
+                self.now(),
+            ]
+            reply = scripts.run(
+                self.client, self.reserve_script, self.reserve_keys(head), argv, what=self.label
+            )
             head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
             if got < 0:  # a replayed call found the log at another head: again from there
                 stale = self._again(stale)
@@ -131,18 +140,26 @@ class NumberedLog:
         out: list[tuple[int, list[Any]]] = []
         n = start
         while n < end:
-            names = [self.manifest(r)
-                     for r in range(n + 1, min(end, n + bounds.KEYS_PER_CALL) + 1)]
-            reply = scripts.run(self.client, "log_read", [self.log_key, *names],
-                                [n, self.head_field, bounds.ITEMS_PER_CALL], what=self.label)
+            names = [self.manifest(r) for r in range(n + 1, min(end, n + bounds.KEYS_PER_CALL) + 1)]
+            reply = scripts.run(
+                self.client,
+                "log_read",
+                [self.log_key, *names],
+                [n, self.head_field, bounds.ITEMS_PER_CALL],
+                what=self.label,
+            )
             for i in range(0, len(reply), 2):
                 number, items = int(reply[i]), reply[i + 1]
                 if items:
                     out.append((number, items))
                 else:
-                    logger.warning("%s: number %d was lost with writes Redis did not keep (a "
-                                   "failover or a restore); its items are delivered again "
-                                   "later", self.label, number)
+                    logger.warning(
+                        "%s: number %d was lost with writes Redis did not keep (a "
+                        "failover or a restore); its items are delivered again "
+                        "later",
+                        self.label,
+                        number,
+                    )
             n = int(reply[-2])
         return out
 
@@ -153,9 +170,13 @@ class NumberedLog:
         while True:
             last = min(through, committed + bounds.KEYS_PER_CALL)
             manifests = [self.manifest(n) for n in range(committed + 1, last + 1)]
-            reply = scripts.run(self.client, self.commit_script, self.commit_keys(manifests),
-                                [int(through), *fence_args(fence), committed,
-                                 bounds.ITEMS_PER_CALL], what=self.label)
+            reply = scripts.run(
+                self.client,
+                self.commit_script,
+                self.commit_keys(manifests),
+                [int(through), *fence_args(fence), committed, bounds.ITEMS_PER_CALL],
+                what=self.label,
+            )
             now, done = int(reply[0]), int(reply[1])
             if done < 0:
                 stale = self._again(stale)

@@ -23,8 +23,10 @@ def recorded_shards(client: Client, name: str, given: int | None, kind: str = "i
     raw = client.get(shard_count_key(name, kind))
     recorded = int(raw) if raw is not None else None
     if given is not None and recorded is not None and given != recorded:
-        raise ShardCountError(f"{'Ick' if kind == 'ick' else kind} {name!r} has {recorded} "
-                              f"shards recorded in Redis, but --shards {given} was given")
+        raise ShardCountError(
+            f"{'Ick' if kind == 'ick' else kind} {name!r} has {recorded} "
+            f"shards recorded in Redis, but --shards {given} was given"
+        )
     return check_shards(given or recorded or 1)
 
 
@@ -47,21 +49,29 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         lows = [st[k] for k in ("pset_min", "cset_min") if st.get(k) is not None]
         oldest = min(lows) if lows else None
         res = describe(client, ick.key)
-        rows.append({
-            "shard": i, "key": ick.key, "exists": bool(st),
-            "queued": st.get("pset_size", 0), "reserved": st.get("cset_size", 0),
-            "oldest_score": oldest, "age_s": age(now, oldest),
-            "oldest_queued_age_s": age(now, st.get("pset_min")),
-            "open_reservations": res.get("open_reservations"),
-            "lease_owner": res.get("lease_owner"),
-            "lease_expires_in_ms": res.get("lease_expires_in_ms"),
-        })
+        rows.append(
+            {
+                "shard": i,
+                "key": ick.key,
+                "exists": bool(st),
+                "queued": st.get("pset_size", 0),
+                "reserved": st.get("cset_size", 0),
+                "oldest_score": oldest,
+                "age_s": age(now, oldest),
+                "oldest_queued_age_s": age(now, st.get("pset_min")),
+                "open_reservations": res.get("open_reservations"),
+                "lease_owner": res.get("lease_owner"),
+                "lease_expires_in_ms": res.get("lease_expires_in_ms"),
+            }
+        )
     opens = [r["open_reservations"] for r in rows if r["open_reservations"] is not None]
     olds = [r["oldest_score"] for r in rows if r["oldest_score"] is not None]
     totals = {
-        "queued": sum(r["queued"] for r in rows), "reserved": sum(r["reserved"] for r in rows),
+        "queued": sum(r["queued"] for r in rows),
+        "reserved": sum(r["reserved"] for r in rows),
         "open_reservations": sum(opens) if opens else None,
-        "oldest_score": min(olds) if olds else None, "age_s": age(now, min(olds) if olds else None),
+        "oldest_score": min(olds) if olds else None,
+        "age_s": age(now, min(olds) if olds else None),
     }
     return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
 
@@ -81,8 +91,13 @@ def peek(client: Client, name: str, shards: int, n: int) -> dict[str, list[tuple
     step = bounds.ITEMS_PER_CALL  # pages: no call holds Redis long, whatever n is
     for i in range(shards):
         for skip in range(0, n, step):
-            pset, cset = scripts.run(client, "ickpeek", sharded.shard(i).keys.base,
-                                     [min(step, n - skip), skip], what=sharded.label)
+            pset, cset = scripts.run(
+                client,
+                "ickpeek",
+                sharded.shard(i).keys.base,
+                [min(step, n - skip), skip],
+                what=sharded.label,
+            )
             queued += [(m, s, i) for m, s in pairs(pset)]
             reserved += [(m, s, i) for m, s in pairs(cset)]
             if len(pset) < 2 * step and len(cset) < 2 * step:

@@ -69,8 +69,9 @@ class Option:
         return str(self.default)
 
 
-def _option(name: str, uses: Iterable[str], kind: str, default: Any, meaning: str,
-            **more: Any) -> Option:
+def _option(
+    name: str, uses: Iterable[str], kind: str, default: Any, meaning: str, **more: Any
+) -> Option:
     return Option(name, tuple(uses), kind, default, meaning, **more)
 
 
@@ -80,48 +81,126 @@ OPTIONS = (
     _option("redis.cluster", USES, "cluster", "auto", "auto | true | false"),
     _option("redis.username", USES, "text", None, "ACL user"),
     _option("redis.password", USES, "text", None, "password"),
-    _option("redis.timeout", USES, "seconds", 10.0, "socket timeout in seconds",
-            minimum=0.001),
-    _option("redis.retryTimeout", USES, "duration", round(DEFAULT_RETRY_TIMEOUT * 1000),
-            "how long transient errors are retried", minimum=0),
-    _option("redis.waitReplicas", (ICK_WRITE, DH_WRITE), "integer", 0,
-            "replicas that must have a write before it counts as done (WAIT; 0: no wait)",
-            minimum=0),
-    _option("redis.waitTimeout", (ICK_WRITE, DH_WRITE), "duration",
-            round(DEFAULT_WAIT_TIMEOUT * 1000), "how long a write waits for its replicas",
-            minimum=1),
-    _option("ick", (ICK_WRITE, ICK_READ, ICK_STREAM), "name", None,
-            "the logical Ick (required)", required=True),
-    _option("dehydrator", (DH_WRITE, DH_STREAM), "name", None, "the dehydrator (required)",
-            required=True),
+    _option("redis.timeout", USES, "seconds", 10.0, "socket timeout in seconds", minimum=0.001),
+    _option(
+        "redis.retryTimeout",
+        USES,
+        "duration",
+        round(DEFAULT_RETRY_TIMEOUT * 1000),
+        "how long transient errors are retried",
+        minimum=0,
+    ),
+    _option(
+        "redis.waitReplicas",
+        (ICK_WRITE, DH_WRITE),
+        "integer",
+        0,
+        "replicas that must have a write before it counts as done (WAIT; 0: no wait)",
+        minimum=0,
+    ),
+    _option(
+        "redis.waitTimeout",
+        (ICK_WRITE, DH_WRITE),
+        "duration",
+        round(DEFAULT_WAIT_TIMEOUT * 1000),
+        "how long a write waits for its replicas",
+        minimum=1,
+    ),
+    _option(
+        "ick",
+        (ICK_WRITE, ICK_READ, ICK_STREAM),
+        "name",
+        None,
+        "the logical Ick (required)",
+        required=True,
+    ),
+    _option(
+        "dehydrator",
+        (DH_WRITE, DH_STREAM),
+        "name",
+        None,
+        "the dehydrator (required)",
+        required=True,
+    ),
     _option("shards", USES, "integer", 1, "number of shards", minimum=1, maximum=MAX_SHARDS),
     _option("memberColumn", (ICK_WRITE,), "text", "member", "member column"),
     _option("scoreColumn", (ICK_WRITE,), "text", "score", "score column"),
-    _option("onInvalid", (ICK_WRITE,), "choice", "fail", "fail | skip invalid rows",
-            choices=("fail", "skip")),
-    _option("chunkSize", (ICK_WRITE,), "integer", bounds.ICK_CHUNK, "members per call",
-            minimum=1, maximum=bounds.ITEMS_PER_CALL),
-    _option("chunkSize", (DH_WRITE,), "integer", bounds.DEHYDRATOR_CHUNK, "elements per call",
-            minimum=1, maximum=bounds.ITEMS_PER_CALL),
-    _option("maxMembersPerTrigger", (ICK_STREAM,), "integer", 500_000,
-            "members per micro-batch", minimum=1),
-    _option("minMembersPerPartition", (ICK_STREAM,), "integer", 100_000,
-            "members per read task", minimum=1),
-    _option("maxElementsPerTrigger", (DH_STREAM,), "integer", 100_000,
-            "elements per micro-batch", minimum=1),
-    _option("minElementsPerPartition", (DH_STREAM,), "integer", 100_000,
-            "elements per read task", minimum=1),
-    _option("consumerId", (ICK_STREAM, DH_STREAM), "text", None,
-            "owner id of the shard leases"),
-    _option("leaseTimeout", (ICK_STREAM, DH_STREAM), "duration", 60_000,
-            "lease time of a dead query", minimum=100),
+    _option(
+        "onInvalid",
+        (ICK_WRITE,),
+        "choice",
+        "fail",
+        "fail | skip invalid rows",
+        choices=("fail", "skip"),
+    ),
+    _option(
+        "chunkSize",
+        (ICK_WRITE,),
+        "integer",
+        bounds.ICK_CHUNK,
+        "members per call",
+        minimum=1,
+        maximum=bounds.ITEMS_PER_CALL,
+    ),
+    _option(
+        "chunkSize",
+        (DH_WRITE,),
+        "integer",
+        bounds.DEHYDRATOR_CHUNK,
+        "elements per call",
+        minimum=1,
+        maximum=bounds.ITEMS_PER_CALL,
+    ),
+    _option(
+        "maxMembersPerTrigger",
+        (ICK_STREAM,),
+        "integer",
+        500_000,
+        "members per micro-batch",
+        minimum=1,
+    ),
+    _option(
+        "minMembersPerPartition",
+        (ICK_STREAM,),
+        "integer",
+        100_000,
+        "members per read task",
+        minimum=1,
+    ),
+    _option(
+        "maxElementsPerTrigger",
+        (DH_STREAM,),
+        "integer",
+        100_000,
+        "elements per micro-batch",
+        minimum=1,
+    ),
+    _option(
+        "minElementsPerPartition",
+        (DH_STREAM,),
+        "integer",
+        100_000,
+        "elements per read task",
+        minimum=1,
+    ),
+    _option("consumerId", (ICK_STREAM, DH_STREAM), "text", None, "owner id of the shard leases"),
+    _option(
+        "leaseTimeout",
+        (ICK_STREAM, DH_STREAM),
+        "duration",
+        60_000,
+        "lease time of a dead query",
+        minimum=100,
+    ),
     _option("delay", (DH_WRITE,), "duration", None, "due time from now", minimum=0),
-    _option("onDuplicate", (DH_WRITE,), "choice", "keep", "keep | replace | error",
-            choices=ON_DUPLICATE),
+    _option(
+        "onDuplicate", (DH_WRITE,), "choice", "keep", "keep | replace | error", choices=ON_DUPLICATE
+    ),
     _option("elementType", (DH_STREAM,), "choice", "string", "string | binary", choices=TYPES),
     _option("idType", (DH_STREAM,), "choice", "string", "string | binary", choices=TYPES),
-    _option("memberType", (ICK_READ, ICK_STREAM), "choice", "string", "string | binary",
-            choices=TYPES),
+    _option(
+        "memberType", (ICK_READ, ICK_STREAM), "choice", "string", "string | binary", choices=TYPES
+    ),
 )
 CONNECTION_OPTIONS = tuple(o.name for o in OPTIONS if o.name.startswith("redis."))
 
@@ -138,13 +217,22 @@ def check_known(raw: Iterable[str], use: str) -> None:
         key = str(given).lower()
         if key in known or key in SPARKS_OWN or key.startswith("spark."):
             continue
-        hint = [f"did you mean {m!r}?" for m in difflib.get_close_matches(
-            key, known, n=1, cutoff=0.6) for m in [known[m]]]
-        elsewhere = [f"{o.name!r} is an option of " + " and ".join(
-            u for u in o.uses if u != use) for o in OPTIONS if o.name.lower() == key]
+        hint = [
+            f"did you mean {m!r}?"
+            for m in difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            for m in [known[m]]
+        ]
+        elsewhere = [
+            f"{o.name!r} is an option of " + " and ".join(u for u in o.uses if u != use)
+            for o in OPTIONS
+            if o.name.lower() == key
+        ]
         raise IckConfigError(
-            f"{use}: unknown option {given!r}" + "".join(f"; {h}" for h in hint + elsewhere)
-            + ". It takes: " + ", ".join(taken_by(use)))
+            f"{use}: unknown option {given!r}"
+            + "".join(f"; {h}" for h in hint + elsewhere)
+            + ". It takes: "
+            + ", ".join(taken_by(use))
+        )
 
 
 def parse_duration_ms(text: Any) -> int | None:
@@ -191,8 +279,9 @@ class Options:
 
     def _fail(self, name: str, expected: str, value: Any) -> IckConfigError:
         shown = "***" if "password" in name.lower() else repr(value)
-        return IckConfigError(f"format({self.fmt!r}) option {name!r}: expected {expected}, "
-                              f"got {shown}")
+        return IckConfigError(
+            f"format({self.fmt!r}) option {name!r}: expected {expected}, got {shown}"
+        )
 
     def _text(self, option: Option, value: Any) -> str:
         return str(value)
@@ -206,7 +295,8 @@ class Options:
     def _integer(self, option: Option, value: Any) -> int:
         low = int(option.minimum or 0)
         bound = f"an integer >= {low}" + (
-            f" and <= {int(option.maximum)}" if option.maximum is not None else "")
+            f" and <= {int(option.maximum)}" if option.maximum is not None else ""
+        )
         try:
             number = int(str(value).strip())
         except ValueError:
@@ -235,11 +325,9 @@ class Options:
     def _duration(self, option: Option, value: Any) -> int:
         ms = parse_duration_ms(value)
         if ms is None:
-            raise self._fail(option.name, 'a duration such as "500ms", "30s", "2m" or "1h"',
-                             value)
+            raise self._fail(option.name, 'a duration such as "500ms", "30s", "2m" or "1h"', value)
         if option.minimum and ms < option.minimum:
-            raise self._fail(option.name, f"a duration of at least {int(option.minimum)}ms",
-                             value)
+            raise self._fail(option.name, f"a duration of at least {int(option.minimum)}ms", value)
         return ms
 
     def _url(self, option: Option, value: Any) -> str:
@@ -247,11 +335,15 @@ class Options:
             return check_url(str(value))
         except IckConfigError as exc:
             if is_sentinel(str(value)):  # a Sentinel URL that names no service, say
-                raise IckConfigError(f"format({self.fmt!r}) option {option.name!r}: {exc}"
-                                     ) from None
-            raise self._fail(option.name, "a URL starting with redis://, rediss://, unix:// or "
-                             "redis+sentinel:// (rediss+sentinel://)",
-                             redact(str(value))) from None
+                raise IckConfigError(
+                    f"format({self.fmt!r}) option {option.name!r}: {exc}"
+                ) from None
+            raise self._fail(
+                option.name,
+                "a URL starting with redis://, rediss://, unix:// or "
+                "redis+sentinel:// (rediss+sentinel://)",
+                redact(str(value)),
+            ) from None
 
     def _cluster(self, option: Option, value: Any) -> str:
         try:
@@ -268,19 +360,28 @@ class Options:
             password=self.get("redis.password"),
             timeout=self.get("redis.timeout"),
             retry_timeout=self.get("redis.retryTimeout") / 1000,
-            **({"wait_replicas": self.get("redis.waitReplicas"),
-                "wait_timeout": self.get("redis.waitTimeout") / 1000}
-               if self.takes("redis.waitReplicas") else {}),
+            **(
+                {
+                    "wait_replicas": self.get("redis.waitReplicas"),
+                    "wait_timeout": self.get("redis.waitTimeout") / 1000,
+                }
+                if self.takes("redis.waitReplicas")
+                else {}
+            ),
         )
 
     def takes(self, name: str) -> bool:
         """Whether this use takes option ``name`` (every use, when none was given)."""
-        return any(o.name == name and (self.use is None or self.use in o.uses)
-                   for o in OPTIONS)
+        return any(o.name == name and (self.use is None or self.use in o.uses) for o in OPTIONS)
 
 
 PARSERS: dict[str, Callable[[Options, Option, Any], Any]] = {
-    "text": Options._text, "name": Options._name, "integer": Options._integer,
-    "seconds": Options._seconds, "choice": Options._choice, "duration": Options._duration,
-    "url": Options._url, "cluster": Options._cluster,
+    "text": Options._text,
+    "name": Options._name,
+    "integer": Options._integer,
+    "seconds": Options._seconds,
+    "choice": Options._choice,
+    "duration": Options._duration,
+    "url": Options._url,
+    "cluster": Options._cluster,
 }

@@ -39,16 +39,39 @@ from .errors import (
 )
 from .urls import is_sentinel, parse_sentinel, where
 
-REFUSALS = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
-            "MOVED", "ASK", "TTL exhausted")
+REFUSALS = (
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "MASTERDOWN",
+    "READONLY",
+    "MOVED",
+    "ASK",
+    "TTL exhausted",
+)
 """Replies that refuse a command before it runs: the command did nothing."""
 
-NOT_RUN_TYPES = (redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-                 redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError,
-                 redis.exceptions.AskError, redis.exceptions.SlotNotCoveredError)
+NOT_RUN_TYPES = (
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.AskError,
+    redis.exceptions.SlotNotCoveredError,
+)
 
-CONNECTING = frozenset({"connect", "_connect", "connect_check_health", "on_connect",
-                        "on_connect_check_health", "_connect_retry", "connect_to"})
+CONNECTING = frozenset(
+    {
+        "connect",
+        "_connect",
+        "connect_check_health",
+        "on_connect",
+        "on_connect_check_health",
+        "_connect_retry",
+        "connect_to",
+    }
+)
 """redis-py's functions that open a connection (its modules connection.py and, for a
 Sentinel's primary, sentinel.py): an error raised inside one of them came before the
 command was sent."""
@@ -60,8 +83,12 @@ connected to: the command was refused (it did not run) and the next connection a
 sentinels for the new primary."""
 
 _CLIENT_REPR = re.compile(r"<redis\.client\.Redis\(.*?host=([^,]+),port=(\d+)[^>]*>\)>\)>")
-SENTINEL_REFUSALS = ("AuthenticationError", "AuthenticationRequiredError", "WRONGPASS",
-                     "invalid username-password pair")
+SENTINEL_REFUSALS = (
+    "AuthenticationError",
+    "AuthenticationRequiredError",
+    "WRONGPASS",
+    "invalid username-password pair",
+)
 
 
 def chain(error: BaseException) -> list[BaseException]:
@@ -76,22 +103,31 @@ def chain(error: BaseException) -> list[BaseException]:
 
 def refused(error: BaseException) -> bool:
     """True when Redis refused the credentials (also when wrapped, as RedisCluster does)."""
-    return any(isinstance(e, redis.AuthenticationError) or "WRONGPASS" in str(e)
-               or "invalid username-password pair" in str(e) for e in chain(error))
+    return any(
+        isinstance(e, redis.AuthenticationError)
+        or "WRONGPASS" in str(e)
+        or "invalid username-password pair" in str(e)
+        for e in chain(error)
+    )
 
 
 def sentinel_refused(error: BaseException) -> bool:
     """True when sentinels refused the credentials (``sentinel_username``,
     ``sentinel_password``): redis-py's MasterNotFoundError holds each sentinel's error as
     text only."""
-    return any(isinstance(e, MasterNotFoundError) and any(r in str(e) for r in SENTINEL_REFUSALS)
-               for e in chain(error))
+    return any(
+        isinstance(e, MasterNotFoundError) and any(r in str(e) for r in SENTINEL_REFUSALS)
+        for e in chain(error)
+    )
 
 
 def permanent(error: BaseException) -> bool:
     """True for a connection error that no retry can cure: credentials or certificates."""
-    return refused(error) or sentinel_refused(error) or any(
-        isinstance(e, ssl.SSLCertVerificationError) for e in chain(error))
+    return (
+        refused(error)
+        or sentinel_refused(error)
+        or any(isinstance(e, ssl.SSLCertVerificationError) for e in chain(error))
+    )
 
 
 def _never_retried(error: BaseException) -> bool:
@@ -116,15 +152,15 @@ def not_run(error: BaseException) -> bool:
     """True when Redis (or the network) refused the command before it ran."""
     if _never_retried(error):
         return False
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and \
-            while_connecting(error):
+    if isinstance(error, (redis.ConnectionError, redis.TimeoutError)) and while_connecting(error):
         return True
     if isinstance(error, (*NOT_RUN_TYPES, MasterNotFoundError)):
         return True
     if isinstance(error, redis.ConnectionError) and str(error).startswith(DEMOTED):
         return True
     if isinstance(error, redis.ConnectionError) and (
-            "Connection refused" in str(error) or "Error 111 " in str(error)):
+        "Connection refused" in str(error) or "Error 111 " in str(error)
+    ):
         return True
     if isinstance(error, RedisClusterException) and "at least one reachable node" in str(error):
         return True
@@ -135,8 +171,9 @@ def transient(error: BaseException) -> bool:
     """True for an error that a later attempt may not meet (an outage, a failover)."""
     if _never_retried(error):
         return False
-    if isinstance(error, (redis.ConnectionError, redis.TimeoutError, ConnectionError,
-                          TimeoutError)):
+    if isinstance(
+        error, (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
+    ):
         return True
     return not_run(error)
 
@@ -151,13 +188,18 @@ def tls_hint(error: BaseException, scheme: str) -> str | None:
     handshake with a plain server times out or fails; a plain client is reset by a server
     that speaks only TLS (and by a load balancer whose Redis is restarting)."""
     errors = chain(error)
-    if scheme == "rediss" and any(isinstance(e, ssl.SSLError) or "handshake" in str(e)
-                                  for e in errors):
-        return ("the TLS handshake failed: is this a plain (non-TLS) Redis? Use redis:// "
-                "for it, rediss:// only for a TLS port")
+    if scheme == "rediss" and any(
+        isinstance(e, ssl.SSLError) or "handshake" in str(e) for e in errors
+    ):
+        return (
+            "the TLS handshake failed: is this a plain (non-TLS) Redis? Use redis:// "
+            "for it, rediss:// only for a TLS port"
+        )
     if scheme == "redis" and any(isinstance(e, ConnectionResetError) for e in errors):
-        return ("the server reset the connection: does it speak only TLS? Use rediss:// "
-                "(with ?ssl_ca_certs=/path/ca.crt for a private CA)")
+        return (
+            "the server reset the connection: does it speak only TLS? Use rediss:// "
+            "(with ?ssl_ca_certs=/path/ca.crt for a private CA)"
+        )
     return None
 
 
@@ -172,9 +214,10 @@ def connection_error(exc: Exception, url: str | None = None) -> IckConnectionErr
             "(check redis.username / redis.password or the URL)"
         )
     hint = tls_hint(exc, urlsplit(url).scheme) if url else None
-    return IckConnectionError(f"cannot reach Redis{target}: "
-                              + (f"{hint} ({type(exc).__name__}: {exc})" if hint else
-                                 f"{type(exc).__name__}: {exc}"))
+    return IckConnectionError(
+        f"cannot reach Redis{target}: "
+        + (f"{hint} ({type(exc).__name__}: {exc})" if hint else f"{type(exc).__name__}: {exc}")
+    )
 
 
 def sentinel_connection_error(exc: Exception, url: str) -> IckConnectionError:
@@ -186,33 +229,41 @@ def sentinel_connection_error(exc: Exception, url: str) -> IckConnectionError:
         return IckConnectionError(
             f"the sentinels of {asked} refused the sentinel username or password (check the "
             "sentinel_username / sentinel_password query parameters of redis.url; the URL's "
-            "user:password@ and redis.username / redis.password are the primary's)")
+            "user:password@ and redis.username / redis.password are the primary's)"
+        )
     if refused(exc):
         return IckConnectionError(
             f"the primary of service {service!r} ({asked}) refused the username or password "
             "(check redis.username / redis.password or the URL's user:password@; the "
-            "sentinels' are the sentinel_username / sentinel_password query parameters)")
+            "sentinels' are the sentinel_username / sentinel_password query parameters)"
+        )
     found = [e for e in chain(exc) if isinstance(e, MasterNotFoundError)]
     if found and " : " in str(found[0]):
         said = _CLIENT_REPR.sub(r"\1:\2", str(found[0]).split(" : ", 1)[1])
         return IckConnectionError(
-            f"no sentinel answered within redis.retryTimeout; asked {asked} ({said[:600]})")
+            f"no sentinel answered within redis.retryTimeout; asked {asked} ({said[:600]})"
+        )
     if found:
         return IckConnectionError(
             f"the sentinels of {asked} know service {service!r} but report no primary up "
             "within redis.retryTimeout (a failover that did not finish, or no replica to "
-            "promote?)")
-    return IckConnectionError(f"cannot reach the primary of service {service!r} ({asked}): "
-                              f"{type(exc).__name__}: {exc}")
+            "promote?)"
+        )
+    return IckConnectionError(
+        f"cannot reach the primary of service {service!r} ({asked}): {type(exc).__name__}: {exc}"
+    )
 
 
 def unknown_service(url: str, service: str, known: dict[str, list[str]]) -> IckConfigError:
     """The error for a service name that the sentinels that answered do not monitor."""
-    listed = "; ".join(f"{where_} monitors {', '.join(map(repr, names)) or 'nothing'}"
-                       for where_, names in known.items())
+    listed = "; ".join(
+        f"{where_} monitors {', '.join(map(repr, names)) or 'nothing'}"
+        for where_, names in known.items()
+    )
     return IckConfigError(
         f"the sentinels know no service {service!r}: asked {where(url)} ({listed}; "
-        "SENTINEL MASTERS); check the service name in redis.url")
+        "SENTINEL MASTERS); check the service name in redis.url"
+    )
 
 
 def translate(exc: Exception, what: str | None = None) -> IckError:
@@ -220,24 +271,30 @@ def translate(exc: Exception, what: str | None = None) -> IckError:
     message = str(exc)
     if permanent(exc):  # a refused password or certificate: not retried
         return connection_error(exc)
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)) \
-            or transient(exc):
+    if isinstance(
+        exc, (redis.ConnectionError, redis.TimeoutError, RedisClusterException)
+    ) or transient(exc):
         return IckConnectionError(
             f"{what or 'Redis'}: Redis did not answer within redis.retryTimeout "
-            f"(restarting, failing over, migrating a slot?): {type(exc).__name__}: {message}")
+            f"(restarting, failing over, migrating a slot?): {type(exc).__name__}: {message}"
+        )
     if "ICK " in message:  # raised by ick_fail in lua/_prelude.lua (its error scheme)
-        message = message[message.index("ICK ") + 4:]
+        message = message[message.index("ICK ") + 4 :]
         if message.startswith("LEASE "):
             return lease_refusal(message.split(" script: ")[0][6:], what or "a shard")
     # Redis 7 appends the script location to errors raised inside scripts
     message = message.split(" script: ")[0].strip()
     if isinstance(exc, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in message:
-        said = message[message.index("command not allowed"):] if "command not allowed" in \
-            message else message  # Redis 6.2 wraps it in "Error running script ..."
+        said = (
+            message[message.index("command not allowed") :]
+            if "command not allowed" in message
+            else message
+        )  # Redis 6.2 wraps it in "Error running script ..."
         return RedisFullError(
             f"{what or 'the write'}: Redis is full (used memory > maxmemory, and the "
             "eviction policy keeps every key): nothing was added. Let the consumers drain "
-            f"the queues, or raise maxmemory. Redis said: {said}")
+            f"the queues, or raise maxmemory. Redis said: {said}"
+        )
     return IckScriptError(message)  # script errors name their keys themselves
 
 
@@ -247,9 +304,17 @@ def lease_refusal(detail: str, what: str) -> LeaseError:
     kind, expires, idle, renewed, gone, *owner_words = detail.strip().split(" ")
     owner = " ".join(owner_words)
     if kind == "busy":
-        return LeaseBusy(f"{what}: cannot consume: consumer {owner!r} holds the lease "
-                         f"(renewed {idle} ms ago, expires in {expires} ms unless renewed)",
-                         owner, int(expires), int(idle), int(renewed), int(gone))
+        return LeaseBusy(
+            f"{what}: cannot consume: consumer {owner!r} holds the lease "
+            f"(renewed {idle} ms ago, expires in {expires} ms unless renewed)",
+            owner,
+            int(expires),
+            int(idle),
+            int(renewed),
+            int(gone),
+        )
     holder = f"{owner!r} holds it now, with a newer token" if owner else "nobody holds it"
-    return LeaseLost(f"{what}: this consumer lost its lease ({holder}): it may not reserve "
-                     "or commit any more", owner)
+    return LeaseLost(
+        f"{what}: this consumer lost its lease ({holder}): it may not reserve or commit any more",
+        owner,
+    )

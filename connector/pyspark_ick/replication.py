@@ -40,7 +40,8 @@ DEFAULT_WAIT_TIMEOUT = 5.0
 NOT_ON_CLUSTER = (
     "redis.waitReplicas is for a primary with replicas (a standalone Redis or a Sentinel "
     "URL), not for Redis Cluster: WAIT confirms only the writes of its own connection to "
-    "one node, and a cluster write spreads over a connection per node; leave it at 0 there")
+    "one node, and a cluster write spreads over a connection per node; leave it at 0 there"
+)
 
 
 class ReplicationError(IckConnectionError):
@@ -158,8 +159,7 @@ def _demoted(pinned: Pinned) -> bool:
     return True
 
 
-def write(client: Any, calls: Callable[[Any], T], *, what: str,
-          replay_safe: bool = True) -> T:
+def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: bool = True) -> T:
     """``calls(c)``: the calls of one write on client ``c``; with redis.waitReplicas > 0,
     ``c`` is one connection of ``client`` and ``write`` returns once WAIT saw that many
     replicas confirm them (see the module docstring). ``replay_safe``: whether running
@@ -188,15 +188,20 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str,
                         f"it may not survive a failover ({type(exc).__name__}: {exc})"
                     ) from exc
                 continue  # run the write again on the new connection, then WAIT
-            if confirmed < replicas and replay_safe and time.monotonic() < deadline and \
-                    _demoted(pinned):  # a primary Sentinel replaced still took the write
+            if (
+                confirmed < replicas
+                and replay_safe
+                and time.monotonic() < deadline
+                and _demoted(pinned)
+            ):  # a primary Sentinel replaced still took the write
                 continue
             if confirmed < replicas:
                 raise ReplicationError(
                     f"{what}: only {confirmed} of the {replicas} replica(s) asked for "
                     f"(redis.waitReplicas) confirmed the write within {timeout:g} s "
                     "(redis.waitTimeout); it is on the primary but may not survive a "
-                    "failover. Are the replicas up and connected (INFO replication)?")
+                    "failover. Are the replicas up and connected (INFO replication)?"
+                )
             return result
     finally:
         _give_back(client, pinned)

@@ -46,8 +46,12 @@ class ReservationLog(NumberedLog):
     def repeated(self) -> int:
         """The last reservation holding a member that an earlier open one holds too (a
         member re-added in flight and reserved again); 0: none."""
-        return int(scripts.command(self.client, partial(self.client.hget, self.keys.rlog,
-                                                        "repeated"), what=self.label) or 0)
+        return int(
+            scripts.command(
+                self.client, partial(self.client.hget, self.keys.rlog, "repeated"), what=self.label
+            )
+            or 0
+        )
 
     def read(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
         """``[(r, [member, score, ...]), ...]`` for reservations ``start < r <= end``
@@ -88,8 +92,7 @@ def describe(client: Client, master_key: str) -> dict[str, Any]:
     }
 
 
-def snapshot(client: Client, master_key: str
-             ) -> tuple[list[Any], list[Any], dict[str, int]]:
+def snapshot(client: Client, master_key: str) -> tuple[list[Any], list[Any], dict[str, int]]:
     """Non-destructive view of Ick shard ``master_key``: (pset flat, cset flat,
     member -> highest open reservation holding it), read in bounded calls.
 
@@ -105,8 +108,9 @@ def snapshot(client: Client, master_key: str
     holder: dict[str, int] = {}
     reserved, committed = ReservationLog(client, master_key).counters()
     for r in range(committed + 1, reserved + 1):
-        members = scripts.command(client, partial(client.lrange, k.reservation(r), 0, -1),
-                                  what=what)  # at most ITEMS_PER_CALL members
+        members = scripts.command(
+            client, partial(client.lrange, k.reservation(r), 0, -1), what=what
+        )  # at most ITEMS_PER_CALL members
         for member in members[0::2]:
             holder[text(member)] = r
     return pset, cset, holder
@@ -119,8 +123,8 @@ def scan_sorted_set(client: Client, key: str, what: str) -> list[Any]:
     cursor = 0
     while True:
         cursor, page = scripts.command(
-            client, partial(client.zscan, key, cursor, count=bounds.ITEMS_PER_CALL),
-            what=what)
+            client, partial(client.zscan, key, cursor, count=bounds.ITEMS_PER_CALL), what=what
+        )
         found.update(page)
         if int(cursor) == 0:
             break

@@ -53,9 +53,16 @@ def timeout_of(client: Any) -> float:
         return DEFAULT_RETRY_TIMEOUT
 
 
-def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
-         what: str = "Redis", final: Callable[[Exception], bool] | None = None,
-         error: Exception | None = None, started: float | None = None) -> T:
+def call(
+    fn: Callable[[], T],
+    timeout: float,
+    *,
+    replay_safe: bool = True,
+    what: str = "Redis",
+    final: Callable[[Exception], bool] | None = None,
+    error: Exception | None = None,
+    started: float | None = None,
+) -> T:
     """``fn()``, retried on transient errors for up to ``timeout`` seconds.
 
     Backoff: exponential from 50 ms to 2 s, full jitter. With ``replay_safe=False`` only
@@ -80,9 +87,14 @@ def call(fn: Callable[[], T], timeout: float, *, replay_safe: bool = True,
         if not retry or left <= 0:
             raise error
         if attempt == 0:
-            logger.warning("%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
-                           what, type(error).__name__, str(error).lstrip("-"), left)
-        pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2 ** attempt))
+            logger.warning(
+                "%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
+                what,
+                type(error).__name__,
+                str(error).lstrip("-"),
+                left,
+            )
+        pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2**attempt))
         time.sleep(min(max(pause, 0.01), left))
         attempt += 1
         error = None

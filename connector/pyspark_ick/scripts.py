@@ -59,8 +59,9 @@ def pack_values(values: list[Any]) -> bytes:
     try:
         packer = _packers.packer
     except AttributeError:  # a Packer per thread: one is not safe to share
-        packer = _packers.packer = msgpack.Packer(use_bin_type=False,
-                                                  unicode_errors="surrogateescape")
+        packer = _packers.packer = msgpack.Packer(
+            use_bin_type=False, unicode_errors="surrogateescape"
+        )
     return packer.pack(values)
 
 
@@ -91,6 +92,7 @@ def source(name: str) -> str:
 def helpers(prelude: str, body: str) -> list[str]:
     """The blocks of ``prelude`` (separated by blank lines) that ``body`` uses, directly
     or through another block, in prelude order."""
+
     def code(lua: str) -> str:
         return re.sub(r"--[^\n]*", "", lua)
 
@@ -120,8 +122,9 @@ def ensure_loaded(client: Client, *names: str, force: bool = False) -> None:
     riding out transient errors for the client's redis.retryTimeout as every call does.
     (``queue`` does not need it: it cannot meet NOSCRIPT.)"""
     try:
-        retry.call(lambda: _load(client, names, force), retry.timeout_of(client),
-                   what="SCRIPT LOAD")
+        retry.call(
+            lambda: _load(client, names, force), retry.timeout_of(client), what="SCRIPT LOAD"
+        )
     except (redis.RedisError, RedisClusterException) as exc:
         raise translate(exc) from exc
 
@@ -134,8 +137,15 @@ def _load(client: Client, names: Sequence[str], force: bool = False) -> None:
             done.add(name)
 
 
-def run(client: Client, name: str, keys: Sequence[str], args: Sequence[Any] = (), *,
-        what: str | None = None, replay_safe: bool = True) -> Any:
+def run(
+    client: Client,
+    name: str,
+    keys: Sequence[str],
+    args: Sequence[Any] = (),
+    *,
+    what: str | None = None,
+    replay_safe: bool = True,
+) -> Any:
     """Run script ``name`` on ``client`` (not a pipeline) and return its reply.
 
     Transient errors are retried (retry.py); ``replay_safe=False`` for a script whose
@@ -172,8 +182,14 @@ def run(client: Client, name: str, keys: Sequence[str], args: Sequence[Any] = ()
     return reply
 
 
-def again(client: Client, call: Call, error: Exception | None, started: float,
-          what: str | None, replay_safe: bool) -> Any:
+def again(
+    client: Client,
+    call: Call,
+    error: Exception | None,
+    started: float,
+    what: str | None,
+    replay_safe: bool,
+) -> Any:
     """The reply of ``call`` whose first attempt (made at ``started``) raised ``error``
     (None: not made yet), by the retry rule: NOSCRIPT reloads, a transient error is
     retried if the rule allows, any other is translated."""
@@ -189,9 +205,14 @@ def again(client: Client, call: Call, error: Exception | None, started: float,
             return client.evalsha(sha(name), len(keys), *keys, *args)
 
     try:
-        return retry.call(once, retry.timeout_of(client), replay_safe=replay_safe,
-                          what=what or f"script {name}", error=None if reload else error,
-                          started=started)
+        return retry.call(
+            once,
+            retry.timeout_of(client),
+            replay_safe=replay_safe,
+            what=what or f"script {name}",
+            error=None if reload else error,
+            started=started,
+        )
     except (redis.RedisError, RedisClusterException) as exc:
         raise translate(exc, what) from exc
 
@@ -212,8 +233,14 @@ def queue(pipe: Any, name: str, keys: Sequence[str], args: Sequence[Any] = ()) -
     pipe.execute_command("EVAL", source(name), len(keys), *keys, *args)
 
 
-def run_many(client: Client, calls: Iterable[Call], *, what: str | None = None,
-             replay_safe: bool = True, overlap: bool = False) -> list[Any]:
+def run_many(
+    client: Client,
+    calls: Iterable[Call],
+    *,
+    what: str | None = None,
+    replay_safe: bool = True,
+    overlap: bool = False,
+) -> list[Any]:
     """Replies of ``calls`` (taken from the iterable one at a time), in order.
 
     One after the other by default: Redis reads a client's whole pipeline and runs it
@@ -234,8 +261,7 @@ def run_many(client: Client, calls: Iterable[Call], *, what: str | None = None,
     if not (overlap and replay_safe):
         for name, keys, args in calls:
             try:
-                replies.append(run(client, name, keys, args, what=what,
-                                   replay_safe=replay_safe))
+                replies.append(run(client, name, keys, args, what=what, replay_safe=replay_safe))
             except IckScriptError as exc:
                 refused = refused or exc
                 replies.append(None)
@@ -319,8 +345,14 @@ class _Pipe:
         for index, call, started, outcome in failed:
             error = None if outcome is NOT_SENT else outcome
             try:
-                self.replies[index] = again(self.client, call, error,  # type: ignore[arg-type]
-                                            started, self.what, True)
+                self.replies[index] = again(
+                    self.client,
+                    call,
+                    error,  # type: ignore[arg-type]
+                    started,
+                    self.what,
+                    True,
+                )
             except IckScriptError as exc:
                 self.refused = self.refused or exc
 

@@ -123,10 +123,17 @@ class RedisServer:
         answers PING, i.e. once it has loaded its data."""
         if self.process is None or self.process.poll() is None:
             raise IckError("restart() needs a server of ours that is not running")
-        self.process = subprocess.Popen(self.process.args, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: _ready(self), timeout=timeout,
-                   what=f"redis-server restarted on port {self.port}")
+        self.process = subprocess.Popen(
+            self.process.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(
+            lambda: _ready(self),
+            timeout=timeout,
+            what=f"redis-server restarted on port {self.port}",
+        )
 
     @property
     def alive(self) -> bool:
@@ -134,9 +141,14 @@ class RedisServer:
         return self.process is not None and self.process.poll() is None
 
 
-def start_binary(binary: str | None = None, *args: str, port: int | None = None,
-                 cluster_bus: bool = False, scheme: str = "redis",
-                 extra: dict[str, Any] | None = None) -> RedisServer:
+def start_binary(
+    binary: str | None = None,
+    *args: str,
+    port: int | None = None,
+    cluster_bus: bool = False,
+    scheme: str = "redis",
+    extra: dict[str, Any] | None = None,
+) -> RedisServer:
     """Start ``redis-server`` on a free loopback port with nothing persisted; wait for PING.
 
     ``binary`` defaults to ``server_binary()``. ``scheme`` and ``extra`` (redis-py client
@@ -146,18 +158,35 @@ def start_binary(binary: str | None = None, *args: str, port: int | None = None,
     port = port or free_port(10000 if cluster_bus else None)
     directory = tempfile.mkdtemp(prefix="pyspark-ick-redis-")
     command = [
-        binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no",
-        "--dir", directory, "--daemonize", "no", "--loglevel", "warning",
-        "--logfile", str(Path(directory) / "redis.log"), *args,
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        HOST,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        directory,
+        "--daemonize",
+        "no",
+        "--loglevel",
+        "warning",
+        "--logfile",
+        str(Path(directory) / "redis.log"),
+        *args,
     ]
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    server = RedisServer(port=port, process=process, directory=directory, scheme=scheme,
-                         extra=extra or {})
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    server = RedisServer(
+        port=port, process=process, directory=directory, scheme=scheme, extra=extra or {}
+    )
     try:
         wait_until(lambda: _ready(server), what=f"redis-server on port {port}")
     except TimeoutError:
-        log = (Path(directory) / "redis.log")
+        log = Path(directory) / "redis.log"
         text = log.read_text() if log.exists() else ""
         server.stop()
         raise IckError(f"redis-server did not start on port {port}: {text[-500:]}") from None
@@ -300,9 +329,14 @@ class RedisClusterServers:
         return True
 
 
-def start_cluster(masters: int = 3, binary: str | None = None, *, replicas: int = 0,
-                  node_timeout_ms: int = 5000, args: Sequence[str] = ()
-                  ) -> RedisClusterServers:
+def start_cluster(
+    masters: int = 3,
+    binary: str | None = None,
+    *,
+    replicas: int = 0,
+    node_timeout_ms: int = 5000,
+    args: Sequence[str] = (),
+) -> RedisClusterServers:
     """A cluster of ``masters`` primaries with the 16384 slots split evenly.
 
     ``replicas`` replicas per primary are attached by CLUSTER REPLICATE (``nodes`` lists
@@ -315,10 +349,19 @@ def start_cluster(masters: int = 3, binary: str | None = None, *, replicas: int 
     nodes: list[RedisServer] = []
     try:
         for _ in range(count):
-            nodes.append(start_binary(
-                binary, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", str(node_timeout_ms), *args, cluster_bus=True,
-            ))
+            nodes.append(
+                start_binary(
+                    binary,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    str(node_timeout_ms),
+                    *args,
+                    cluster_bus=True,
+                )
+            )
         step = 16384 // masters
         for i, node in enumerate(nodes[:masters]):
             first, last = i * step, (16383 if i == masters - 1 else (i + 1) * step - 1)
@@ -328,8 +371,9 @@ def start_cluster(masters: int = 3, binary: str | None = None, *, replicas: int 
             for node in nodes[1:]:
                 c.execute_command("CLUSTER", "MEET", HOST, node.port)
         for node in nodes:
-            wait_until(lambda n=node: _cluster_ok(n, count), timeout=30,
-                       what=f"cluster node {node.port}")
+            wait_until(
+                lambda n=node: _cluster_ok(n, count), timeout=30, what=f"cluster node {node.port}"
+            )
         if replicas:
             _attach_replicas(nodes, masters)
     except BaseException:
@@ -379,9 +423,14 @@ class SentinelSet:
     def url(self) -> str:
         return self.sentinel_url()
 
-    def sentinel_url(self, sentinels: Sequence[RedisServer] | None = None, *, db: int = 0,
-                     password: str | None = None, sentinel_password: str | None = None
-                     ) -> str:
+    def sentinel_url(
+        self,
+        sentinels: Sequence[RedisServer] | None = None,
+        *,
+        db: int = 0,
+        password: str | None = None,
+        sentinel_password: str | None = None,
+    ) -> str:
         """``redis+sentinel://[:password@]h1:p1,h2:p2/SERVICE/DB[?sentinel_password=...]``
         with the set's passwords unless others are given (``sentinels``: default all)."""
         password = self.password if password is None else password
@@ -403,8 +452,7 @@ class SentinelSet:
         """The port of the primary, as the first live sentinel that answers sees it."""
         for sentinel in self.sentinels:
             if sentinel.alive:
-                with contextlib.suppress(redis.RedisError), \
-                        sentinel.client(socket_timeout=2) as c:
+                with contextlib.suppress(redis.RedisError), sentinel.client(socket_timeout=2) as c:
                     return int(c.sentinel_get_master_addr_by_name(self.service)[1])
         raise IckError(f"no sentinel answers for service {self.service!r}")
 
@@ -426,8 +474,11 @@ class SentinelSet:
         def caught_up() -> bool:
             with self.primary().client(socket_timeout=2) as c:
                 info = c.info("replication")
-            offsets = [int(v["offset"]) for k, v in info.items()
-                       if k.startswith("slave") and isinstance(v, dict)]
+            offsets = [
+                int(v["offset"])
+                for k, v in info.items()
+                if k.startswith("slave") and isinstance(v, dict)
+            ]
             return len(offsets) >= len(self.replicas()) and all(o >= target for o in offsets)
 
         wait_until(caught_up, timeout=timeout, interval=0.05, what="the replicas caught up")
@@ -436,8 +487,12 @@ class SentinelSet:
         """Until each live replica replicates the primary and each live sentinel knows the
         primary up, every live replica and every other live sentinel (a failover needs
         them)."""
-        wait_until(self._healthy, timeout=timeout, interval=0.1,
-                   what=f"a healthy Sentinel set for {self.service!r}")
+        wait_until(
+            self._healthy,
+            timeout=timeout,
+            interval=0.1,
+            what=f"a healthy Sentinel set for {self.service!r}",
+        )
 
     def _healthy(self) -> bool:
         primary = self.primary_port()
@@ -454,11 +509,18 @@ class SentinelSet:
             with sentinel.client(socket_timeout=2) as c:
                 state = c.sentinel_master(self.service)
                 seen = c.sentinel_slaves(self.service)
-            if state["is_sdown"] or state["is_odown"] or int(state["port"]) != primary or \
-                    int(state["num-other-sentinels"]) < len(live) - 1:
+            if (
+                state["is_sdown"]
+                or state["is_odown"]
+                or int(state["port"]) != primary
+                or int(state["num-other-sentinels"]) < len(live) - 1
+            ):
                 return False
-            up = {int(r["port"]) for r in seen if not r["is_sdown"] and not r["is_odown"]
-                  and r.get("master-link-status") == "ok"}
+            up = {
+                int(r["port"])
+                for r in seen
+                if not r["is_sdown"] and not r["is_odown"] and r.get("master-link-status") == "ok"
+            }
             if not {r.port for r in replicas} <= up:
                 return False
         return True
@@ -486,13 +548,18 @@ class SentinelSet:
                 info = c.info("replication")
             return info.get("role") == "slave" and int(info["master_port"]) == new.port
 
-        wait_until(demoted, timeout=timeout, interval=0.05,
-                   what=f"the old primary {old.port} replicating {new.port}")
+        wait_until(
+            demoted,
+            timeout=timeout,
+            interval=0.05,
+            what=f"the old primary {old.port} replicating {new.port}",
+        )
         return new
 
     def wait_promoted(self, old: RedisServer, timeout: float = 60.0) -> RedisServer:
         """The replica promoted in place of ``old``, once it serves as primary and every
         live sentinel names it."""
+
         def promoted() -> RedisServer | None:
             ports = set()
             for sentinel in (s for s in self.sentinels if s.alive):
@@ -503,16 +570,28 @@ class SentinelSet:
             node = self.by_port(ports.pop())
             return node if _role(node) == "master" else None
 
-        found: RedisServer = wait_until(promoted, timeout=timeout, interval=0.05,
-                                        what=f"a replica promoted in place of {old.port}")
+        found: RedisServer = wait_until(
+            promoted,
+            timeout=timeout,
+            interval=0.05,
+            what=f"a replica promoted in place of {old.port}",
+        )
         return found
 
 
-def start_sentinels(replicas: int = 2, sentinels: int = 3, *, service: str = "ick-primary",
-                    quorum: int | None = None, down_after_ms: int = 1000,
-                    failover_timeout_ms: int = 2000, password: str | None = None,
-                    sentinel_password: str | None = None, binary: str | None = None,
-                    args: Sequence[str] = ()) -> SentinelSet:
+def start_sentinels(
+    replicas: int = 2,
+    sentinels: int = 3,
+    *,
+    service: str = "ick-primary",
+    quorum: int | None = None,
+    down_after_ms: int = 1000,
+    failover_timeout_ms: int = 2000,
+    password: str | None = None,
+    sentinel_password: str | None = None,
+    binary: str | None = None,
+    args: Sequence[str] = (),
+) -> SentinelSet:
     """A primary, ``replicas`` replicas and ``sentinels`` sentinels monitoring it as
     ``service``, each on a free 127.0.0.1 port; returns once the set is healthy.
 
@@ -530,11 +609,22 @@ def start_sentinels(replicas: int = 2, sentinels: int = 3, *, service: str = "ic
         started.append(start_binary(binary, *common, extra=extra))
         primary = started[0].port
         for _ in range(replicas):
-            started.append(start_binary(binary, *common, "--replicaof", HOST, str(primary),
-                                        extra=extra))
-        watching = [_start_sentinel(binary, service, primary, quorum or sentinels // 2 + 1,
-                                    down_after_ms, failover_timeout_ms, password,
-                                    sentinel_password) for _ in range(sentinels)]
+            started.append(
+                start_binary(binary, *common, "--replicaof", HOST, str(primary), extra=extra)
+            )
+        watching = [
+            _start_sentinel(
+                binary,
+                service,
+                primary,
+                quorum or sentinels // 2 + 1,
+                down_after_ms,
+                failover_timeout_ms,
+                password,
+                sentinel_password,
+            )
+            for _ in range(sentinels)
+        ]
         found = SentinelSet(service, list(started), watching, password, sentinel_password)
         started += watching
         found.wait_healthy(60)
@@ -545,37 +635,58 @@ def start_sentinels(replicas: int = 2, sentinels: int = 3, *, service: str = "ic
     return found
 
 
-def _start_sentinel(binary: str | None, service: str, primary: int, quorum: int,
-                    down_after_ms: int, failover_timeout_ms: int, password: str | None,
-                    sentinel_password: str | None) -> RedisServer:
+def _start_sentinel(
+    binary: str | None,
+    service: str,
+    primary: int,
+    quorum: int,
+    down_after_ms: int,
+    failover_timeout_ms: int,
+    password: str | None,
+    sentinel_password: str | None,
+) -> RedisServer:
     """One ``redis-server CONF --sentinel`` (Sentinel rewrites its config file: a temp dir)."""
     port = free_port()
     directory = tempfile.mkdtemp(prefix="pyspark-ick-sentinel-")
-    lines = [f"port {port}", f"bind {HOST}", f"dir {directory}", "daemonize no",
-             "loglevel warning", f"logfile {Path(directory) / 'sentinel.log'}",
-             f"sentinel monitor {service} {HOST} {primary} {quorum}",
-             f"sentinel down-after-milliseconds {service} {down_after_ms}",
-             f"sentinel failover-timeout {service} {failover_timeout_ms}",
-             f"sentinel parallel-syncs {service} 1"]
+    lines = [
+        f"port {port}",
+        f"bind {HOST}",
+        f"dir {directory}",
+        "daemonize no",
+        "loglevel warning",
+        f"logfile {Path(directory) / 'sentinel.log'}",
+        f"sentinel monitor {service} {HOST} {primary} {quorum}",
+        f"sentinel down-after-milliseconds {service} {down_after_ms}",
+        f"sentinel failover-timeout {service} {failover_timeout_ms}",
+        f"sentinel parallel-syncs {service} 1",
+    ]
     if password:
         lines.append(f"sentinel auth-pass {service} {password}")
     if sentinel_password:
         lines += [f"requirepass {sentinel_password}", f"sentinel sentinel-pass {sentinel_password}"]
     config = Path(directory) / "sentinel.conf"
     config.write_text("\n".join(lines) + "\n")
-    process = subprocess.Popen([binary or server_binary(), str(config), "--sentinel"],
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    node = RedisServer(port=port, process=process, directory=directory,
-                       extra={"password": sentinel_password} if sentinel_password else {})
+    process = subprocess.Popen(
+        [binary or server_binary(), str(config), "--sentinel"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    node = RedisServer(
+        port=port,
+        process=process,
+        directory=directory,
+        extra={"password": sentinel_password} if sentinel_password else {},
+    )
     try:
         wait_until(lambda: _ready(node), what=f"a sentinel on port {port}")
     except TimeoutError:
         log = Path(directory) / "sentinel.log"
         text = log.read_text() if log.exists() else ""
         node.stop()
-        raise IckError(f"redis-server --sentinel did not start on port {port}: "
-                       f"{text[-500:]}") from None
+        raise IckError(
+            f"redis-server --sentinel did not start on port {port}: {text[-500:]}"
+        ) from None
     return node
 
 
@@ -590,6 +701,7 @@ def redis_sentinels(replicas: int = 2, sentinels: int = 3, **kw: Any) -> Iterato
 
 
 # --- TLS and ACL (docs/security.md) ------------------------------------------------------
+
 
 def make_certificates(directory: str | Path) -> dict[str, str]:
     """A throwaway CA and a server certificate for 127.0.0.1 and localhost (openssl CLI).
@@ -607,13 +719,41 @@ def make_certificates(directory: str | Path) -> dict[str, str]:
         "authorityKeyIdentifier=keyid\nsubjectKeyIdentifier=hash\n"
     )
     steps = [
-        ["req", "-x509", *ec, "-days", "2", "-subj", "/CN=pyspark-ick test CA",
-         "-addext", "basicConstraints=critical,CA:TRUE",
-         "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-         "-keyout", "ca.key", "-out", "ca.crt"],
+        [
+            "req",
+            "-x509",
+            *ec,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=pyspark-ick test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+        ],
         ["req", *ec, "-subj", "/CN=localhost", "-keyout", "server.key", "-out", "server.csr"],
-        ["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-         "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", "server.crt"],
+        [
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.crt",
+        ],
     ]
     for step in steps:
         done = subprocess.run([openssl, *step], cwd=d, capture_output=True, text=True)
@@ -625,8 +765,13 @@ def make_certificates(directory: str | Path) -> dict[str, str]:
 def server_version(binary: str | None = None) -> tuple[str, tuple[int, ...]]:
     """``("redis", (7, 0, 15))`` or ``("valkey", (9, 1, 2))``: what ``binary --version`` says
     (default: ``server_binary()``)."""
-    text = subprocess.run([binary or server_binary(), "--version"], capture_output=True,
-                          text=True, timeout=30, check=True).stdout
+    text = subprocess.run(
+        [binary or server_binary(), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
     match = re.search(r"(Redis|Valkey) server v=(\d+(?:\.\d+)*)", text)
     if match is None:
         raise IckError(f"cannot tell the version of {binary or server_binary()}: {text!r}")
@@ -643,11 +788,33 @@ def tls_supported(binary: str | None = None) -> bool:
         certs = make_certificates(directory)
         port = free_port()
         process = subprocess.Popen(
-            [binary, "--port", "0", "--tls-port", str(port), "--bind", HOST,
-             "--tls-cert-file", certs["cert"], "--tls-key-file", certs["key"],
-             "--tls-ca-cert-file", certs["ca"], "--save", "", "--appendonly", "no",
-             "--dir", directory, "--daemonize", "no"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            [
+                binary,
+                "--port",
+                "0",
+                "--tls-port",
+                str(port),
+                "--bind",
+                HOST,
+                "--tls-cert-file",
+                certs["cert"],
+                "--tls-key-file",
+                certs["key"],
+                "--tls-ca-cert-file",
+                certs["ca"],
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                directory,
+                "--daemonize",
+                "no",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
 
         def settled() -> str | None:
             if process.poll() is not None:
@@ -680,9 +847,21 @@ def start_tls(binary: str | None = None) -> RedisServer:
         certs = make_certificates(certs_dir)
         port = free_port()
         server = start_binary(
-            binary, "--port", "0", "--tls-port", str(port), "--tls-cert-file", certs["cert"],
-            "--tls-key-file", certs["key"], "--tls-ca-cert-file", certs["ca"],
-            "--tls-auth-clients", "no", port=port, scheme="rediss",
+            binary,
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--tls-cert-file",
+            certs["cert"],
+            "--tls-key-file",
+            certs["key"],
+            "--tls-ca-cert-file",
+            certs["ca"],
+            "--tls-auth-clients",
+            "no",
+            port=port,
+            scheme="rediss",
             extra={"ssl": True, "ssl_ca_certs": certs["ca"]},
         )
     except BaseException:
@@ -710,7 +889,8 @@ def spark_session(app: str = "pyspark-ick-tests", **conf: str) -> Any:
     from pyspark.sql import SparkSession
 
     builder = (
-        SparkSession.builder.master("local[2]").appName(app)
+        SparkSession.builder.master("local[2]")
+        .appName(app)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -789,11 +969,13 @@ def _attach_replicas(nodes: list[RedisServer], masters: int) -> None:
         with replica.client() as c:
             c.execute_command("CLUSTER", "REPLICATE", master)
     for replica, master in pairs:
-        wait_until(lambda r=replica: _synced(r), timeout=30,
-                   what=f"replica {replica.port} in sync")
+        wait_until(lambda r=replica: _synced(r), timeout=30, what=f"replica {replica.port} in sync")
         for node in nodes:
-            wait_until(lambda n=node, r=replica, m=master: _knows_replica(n, node_id(r), m),
-                       timeout=30, what=f"node {node.port} knowing replica {replica.port}")
+            wait_until(
+                lambda n=node, r=replica, m=master: _knows_replica(n, node_id(r), m),
+                timeout=30,
+                what=f"node {node.port} knowing replica {replica.port}",
+            )
 
 
 def _synced(replica: RedisServer) -> bool:

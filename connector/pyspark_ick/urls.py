@@ -46,8 +46,11 @@ def where(url: str) -> str:
         return f"unix://{parts.path}"
     if parts.scheme in SENTINEL_SCHEMES:
         service = parts.path.strip("/").split("/")[0]
-        return (f"{parts.scheme}://" + ",".join(_host_port(s, SENTINEL_PORT) for s in seeds(url))
-                + f"/{service}")
+        return (
+            f"{parts.scheme}://"
+            + ",".join(_host_port(s, SENTINEL_PORT) for s in seeds(url))
+            + f"/{service}"
+        )
     return f"{parts.scheme}://" + ",".join(_host_port(seed) for seed in seeds(url))
 
 
@@ -97,10 +100,13 @@ class SentinelURL:
 def parse_sentinel(url: str) -> SentinelURL:
     """The parts of a Sentinel URL; IckConfigError (password hidden) when it lacks a
     sentinel or the service name, or a port or db is not a number."""
+
     def bad(why: str) -> IckConfigError:
-        return IckConfigError(f"redis.url {redact(url)!r}: {why}; expected "
-                              "redis+sentinel://[user:password@]host1[:port1],host2[:port2]"
-                              "/SERVICE[/DB]")
+        return IckConfigError(
+            f"redis.url {redact(url)!r}: {why}; expected "
+            "redis+sentinel://[user:password@]host1[:port1],host2[:port2]"
+            "/SERVICE[/DB]"
+        )
 
     parts = urlsplit(url)
     userinfo, at, hosts = parts.netloc.rpartition("@")
@@ -125,10 +131,16 @@ def parse_sentinel(url: str) -> SentinelURL:
     rest = urlencode([(k, v) for k, v in query if k.lower() not in SENTINEL_QUERY])
     tls = parts.scheme == "rediss+sentinel"
     primary = f"{'rediss' if tls else 'redis'}://{userinfo}{at}localhost/{db}" + (
-        f"?{rest}" if rest else "")
-    return SentinelURL(tuple(sentinels), path[0], tls, primary,
-                       sentinel.get("sentinel_username") or None,
-                       sentinel.get("sentinel_password") or None)
+        f"?{rest}" if rest else ""
+    )
+    return SentinelURL(
+        tuple(sentinels),
+        path[0],
+        tls,
+        primary,
+        sentinel.get("sentinel_username") or None,
+        sentinel.get("sentinel_password") or None,
+    )
 
 
 def seeds(url: str) -> list[str]:
@@ -138,9 +150,12 @@ def seeds(url: str) -> list[str]:
     userinfo, at, hosts = parts.netloc.rpartition("@")
     if "," not in hosts:
         return [url]
-    rest = url[len(f"{parts.scheme}://{parts.netloc}"):]
-    return [f"{parts.scheme}://{userinfo}{at}{host.strip()}{rest}"
-            for host in hosts.split(",") if host.strip()]
+    rest = url[len(f"{parts.scheme}://{parts.netloc}") :]
+    return [
+        f"{parts.scheme}://{userinfo}{at}{host.strip()}{rest}"
+        for host in hosts.split(",")
+        if host.strip()
+    ]
 
 
 def parse_cluster(value: Any) -> str:
@@ -161,7 +176,8 @@ def check_url(url: str) -> str:
     if scheme not in SCHEMES:
         raise IckConfigError(
             "redis.url must start with redis://, rediss://, unix://, redis+sentinel:// or "
-            f"rediss+sentinel://, got {redact(url)!r}")
+            f"rediss+sentinel://, got {redact(url)!r}"
+        )
     if scheme in SENTINEL_SCHEMES:
         parse_sentinel(url)
     return url

@@ -35,20 +35,27 @@ RECHECK_DELAY = os.environ.get("RECHECK_DELAY", "1h")
 
 @dp.table(comment="every member the Ick delivered, once, with the time of delivery")
 def deliveries() -> DataFrame:
-    return (spark.readStream.format("ick")
-            .option("redis.url", URL).option("ick", ICK)
-            .load()
-            .withColumn("delivered_at", current_timestamp()))
+    return (
+        spark.readStream.format("ick")
+        .option("redis.url", URL)
+        .option("ick", ICK)
+        .load()
+        .withColumn("delivered_at", current_timestamp())
+    )
 
 
-dp.create_sink("recheck", format="dehydrator",
-               options={"redis.url": URL, "dehydrator": DEHYDRATOR, "delay": RECHECK_DELAY})
+dp.create_sink(
+    "recheck",
+    format="dehydrator",
+    options={"redis.url": URL, "dehydrator": DEHYDRATOR, "delay": RECHECK_DELAY},
+)
 
 
 @dp.append_flow(target="recheck")
 def park() -> DataFrame:
     return spark.readStream.table("deliveries").select(
-        col("member").alias("id"), col("member").alias("element"))
+        col("member").alias("id"), col("member").alias("element")
+    )
 
 
 dp.create_sink("requeue", format="ick", options={"redis.url": URL, "ick": ICK})
@@ -56,7 +63,10 @@ dp.create_sink("requeue", format="ick", options={"redis.url": URL, "ick": ICK})
 
 @dp.append_flow(target="requeue")
 def rehydrate() -> DataFrame:
-    return (spark.readStream.format("dehydrator")
-            .option("redis.url", URL).option("dehydrator", DEHYDRATOR)
-            .load()
-            .select(col("element").alias("member")))  # scored with Redis server time
+    return (
+        spark.readStream.format("dehydrator")
+        .option("redis.url", URL)
+        .option("dehydrator", DEHYDRATOR)
+        .load()
+        .select(col("element").alias("member"))
+    )  # scored with Redis server time

@@ -38,23 +38,31 @@ def main() -> int:
 
     def sink(df, batch_id):
         rows = sorted([r.member, r.score, r.shard, r.reservation] for r in df.collect())
-        client.rpush(cfg["deliveries"],
-                     json.dumps({"batch": batch_id, "rows": rows, "t": time.time()}))
+        client.rpush(
+            cfg["deliveries"], json.dumps({"batch": batch_id, "rows": rows, "t": time.time()})
+        )
         fault("after_sink")
 
     def start():
-        return (spark.readStream.format("ick").option("redis.url", cfg["url"])
-                .option("ick", cfg["ick"]).option("shards", cfg["shards"])
-                .option("maxMembersPerTrigger", cfg.get("max", 10))
-                .option("consumerId", "crash-child").load()
-                .writeStream.foreachBatch(sink)
-                .option("checkpointLocation", cfg["checkpoint"]).start())
+        return (
+            spark.readStream.format("ick")
+            .option("redis.url", cfg["url"])
+            .option("ick", cfg["ick"])
+            .option("shards", cfg["shards"])
+            .option("maxMembersPerTrigger", cfg.get("max", 10))
+            .option("consumerId", "crash-child")
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", cfg["checkpoint"])
+            .start()
+        )
 
     for point, after, kill in cfg["schedule"]:
         if kill == "group":
             kill = str(os.getpgrp())
-        if not run_until_fault(start, fault_file, counter, f"{point} {after} {kill}",
-                               cfg.get("cycle_timeout", 120)):
+        if not run_until_fault(
+            start, fault_file, counter, f"{point} {after} {kill}", cfg.get("cycle_timeout", 120)
+        ):
             print(f"NOFAULT {point}", flush=True)
             return 3
         print(f"CYCLE {point}", flush=True)
@@ -68,8 +76,11 @@ def main() -> int:
         if not query.isActive:
             print(f"FAILED {query.exception()}", flush=True)
             return 4
-        if (Path(cfg["drain_file"]).exists() and sharded.stats()["total_size"] == 0
-                and all(describe(client, k)["open_reservations"] == 0 for k in keys)):
+        if (
+            Path(cfg["drain_file"]).exists()
+            and sharded.stats()["total_size"] == 0
+            and all(describe(client, k)["open_reservations"] == 0 for k in keys)
+        ):
             query.stop()
             print("DRAINED", flush=True)
             return 0

@@ -62,13 +62,16 @@ def armed() -> tuple[str, int, str] | None:
             return None
         if not words:
             return None
-        words += ["1", "exit"][len(words) - 1:]
+        words += ["1", "exit"][len(words) - 1 :]
         return words[0], int(words[1]), words[2]
     point = os.environ.get("PYSPARK_ICK_FAULT")
     if not point:
         return None
-    return (point, int(os.environ.get("PYSPARK_ICK_FAULT_AFTER", "1")),
-            os.environ.get("PYSPARK_ICK_FAULT_KILL") or "exit")
+    return (
+        point,
+        int(os.environ.get("PYSPARK_ICK_FAULT_AFTER", "1")),
+        os.environ.get("PYSPARK_ICK_FAULT_KILL") or "exit",
+    )
 
 
 def fault(point: str) -> None:
@@ -94,8 +97,9 @@ def fault(point: str) -> None:
     os._exit(137)
 
 
-def run_until_fault(start: Callable[[], Any], fault_file: str | Path, counter: str | Path,
-                    spec: str, timeout: float) -> bool:
+def run_until_fault(
+    start: Callable[[], Any], fault_file: str | Path, counter: str | Path, spec: str, timeout: float
+) -> bool:
     """A crash test's cycle: arm ``spec`` (``"point after kill"``) in ``fault_file`` with a
     fresh hit ``counter``, run the query ``start()`` returns until the fault ends it, then
     disarm. False when it ran ``timeout`` seconds without failing (it is stopped); raises

@@ -20,8 +20,9 @@ class Ahead:
         self.done, self.end = done, end
         self._sizes: list[int] = []
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(job,), daemon=True,
-                                        name="pyspark-ick-ahead")
+        self._thread = threading.Thread(
+            target=self._run, args=(job,), daemon=True, name="pyspark-ick-ahead"
+        )
         self._thread.start()
 
     def _run(self, job: Callable[[], list[int]]) -> None:

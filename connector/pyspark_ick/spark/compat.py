@@ -76,15 +76,19 @@ except ImportError:  # pyspark 4.0
 ROWS_PER_BATCH = 10_000  # Spark's spark.sql.execution.arrow.maxRecordsPerBatch default
 
 
-def arrow_from_rows(rows: Iterable[Any], schema: StructType, size: int = ROWS_PER_BATCH
-                    ) -> Iterator[pa.RecordBatch]:
+def arrow_from_rows(
+    rows: Iterable[Any], schema: StructType, size: int = ROWS_PER_BATCH
+) -> Iterator[pa.RecordBatch]:
     """Arrow batches of ``size`` rows, as an Arrow writer would receive them, from the Rows
     a pyspark 4.0 streaming writer gets: the DataFrame's flat columns (nested ones are
     left out: no sink reads them), a timestamp (a naive local time in a Row) in UTC."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    flat = [i for i, f in enumerate(schema.fields)
-            if not isinstance(f.dataType, (ArrayType, MapType, StructType))]
+    flat = [
+        i
+        for i, f in enumerate(schema.fields)
+        if not isinstance(f.dataType, (ArrayType, MapType, StructType))
+    ]
     arrow = to_arrow_schema(StructType([schema.fields[i] for i in flat]))
     local = [isinstance(schema.fields[i].dataType, TimestampType) for i in flat]
     it = iter(rows)

@@ -68,30 +68,42 @@ FORMAT = "dehydrator"
 ROWS_PER_BATCH = 65536
 
 INTEGERS = (ByteType, ShortType, IntegerType, LongType)
-COLUMNS = {"id": (StringType, BinaryType, *INTEGERS), "element": (StringType, BinaryType),
-           "delayms": INTEGERS, "releaseat": (TimestampType,)}
-EXPECTED = {"id": "string, integer or binary", "element": "string or binary",
-            "delayms": "an integer (milliseconds)", "releaseat": "timestamp"}
+COLUMNS = {
+    "id": (StringType, BinaryType, *INTEGERS),
+    "element": (StringType, BinaryType),
+    "delayms": INTEGERS,
+    "releaseat": (TimestampType,),
+}
+EXPECTED = {
+    "id": "string, integer or binary",
+    "element": "string or binary",
+    "delayms": "an integer (milliseconds)",
+    "releaseat": "timestamp",
+}
 
 
 def source_schema(binary: bool = False, binary_id: bool = False) -> StructType:
     """``id string|binary, element string|binary, due timestamp, shard int``."""
-    return StructType([
-        StructField("id", BinaryType() if binary_id else StringType(), False),
-        StructField("element", BinaryType() if binary else StringType(), False),
-        StructField("due", TimestampType(), False),
-        StructField("shard", IntegerType(), False),
-    ])
+    return StructType(
+        [
+            StructField("id", BinaryType() if binary_id else StringType(), False),
+            StructField("element", BinaryType() if binary else StringType(), False),
+            StructField("due", TimestampType(), False),
+            StructField("shard", IntegerType(), False),
+        ]
+    )
 
 
 def arrow_schema(binary: bool = False, binary_id: bool = False) -> pa.Schema:
     """source_schema() as Arrow (what ``read`` yields)."""
-    return pa.schema([
-        pa.field("id", pa.binary() if binary_id else pa.string(), False),
-        pa.field("element", pa.binary() if binary else pa.string(), False),
-        pa.field("due", pa.timestamp("us", "UTC"), False),
-        pa.field("shard", pa.int32(), False),
-    ])
+    return pa.schema(
+        [
+            pa.field("id", pa.binary() if binary_id else pa.string(), False),
+            pa.field("element", pa.binary() if binary else pa.string(), False),
+            pa.field("due", pa.timestamp("us", "UTC"), False),
+            pa.field("shard", pa.int32(), False),
+        ]
+    )
 
 
 class DefaultSource(DataSource):
@@ -137,8 +149,9 @@ class DehydratorCommitMessage(WriterCommitMessage):
     existing: int = 0
 
     def __add__(self, other: DehydratorCommitMessage) -> DehydratorCommitMessage:
-        return DehydratorCommitMessage(self.rows + other.rows, self.new + other.new,
-                                       self.existing + other.existing)
+        return DehydratorCommitMessage(
+            self.rows + other.rows, self.new + other.new, self.existing + other.existing
+        )
 
     def __str__(self) -> str:
         return f"{self.rows} rows: {self.new} new, {self.existing} already parked"
@@ -167,10 +180,11 @@ class DehydratorSink:
 
     @property
     def replay(self) -> str:
-        return {"keep": "onDuplicate=keep keeps what is parked: writing again is safe",
-                "replace": "onDuplicate=replace: writing again re-parks with new due times",
-                "error": "onDuplicate=error: writing again fails on the ids parked"
-                }[self.on_duplicate]
+        return {
+            "keep": "onDuplicate=keep keeps what is parked: writing again is safe",
+            "replace": "onDuplicate=replace: writing again re-parks with new due times",
+            "error": "onDuplicate=error: writing again fails on the ids parked",
+        }[self.on_duplicate]
 
     def target(self) -> Dehydrator:
         """The logical dehydrator, through this process's client."""
@@ -180,12 +194,13 @@ class DehydratorSink:
         """ids, elements, times and whether they are due times (see ``convert``)."""
         return convert(batch, self)
 
-    def send(self, converted: tuple[pa.Array, pa.Array, np.ndarray, bool]
-             ) -> DehydratorCommitMessage:
+    def send(
+        self, converted: tuple[pa.Array, pa.Array, np.ndarray, bool]
+    ) -> DehydratorCommitMessage:
         ids, elements, times, at = converted
-        new, existing = self.target().park_arrays(ids, elements, times, at=at,
-                                                  on_duplicate=self.on_duplicate,
-                                                  chunk=self.chunk)
+        new, existing = self.target().park_arrays(
+            ids, elements, times, at=at, on_duplicate=self.on_duplicate, chunk=self.chunk
+        )
         return DehydratorCommitMessage(len(ids), new, existing)
 
 
@@ -198,27 +213,37 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
         if kind not in COLUMNS:
             raise IckConfigError(
                 f"format('dehydrator'): unexpected column {field.name!r}; expected element, "
-                "an optional id and one of delayMs or releaseAt (select only those)")
+                "an optional id and one of delayMs or releaseAt (select only those)"
+            )
         if kind in found:
             raise IckConfigError(f"format('dehydrator'): two columns named {field.name!r}")
         if not isinstance(field.dataType, COLUMNS[kind]):
             raise IckConfigError(
                 f"format('dehydrator'): column {field.name!r} has type "
-                f"{field.dataType.simpleString()}; expected {EXPECTED[kind]}")
+                f"{field.dataType.simpleString()}; expected {EXPECTED[kind]}"
+            )
         found[kind] = field.name
     if "element" not in found:
         raise IckConfigError(
             "format('dehydrator') needs a column 'element' (string or binary); columns: "
-            + (", ".join(schema.fieldNames()) or "none"))
+            + (", ".join(schema.fieldNames()) or "none")
+        )
     delay_ms = opts.get("delay")
-    given = [what for what, present in (
-        ("option 'delay'", delay_ms is not None), ("column 'delayMs'", "delayms" in found),
-        ("column 'releaseAt'", "releaseat" in found)) if present]
+    given = [
+        what
+        for what, present in (
+            ("option 'delay'", delay_ms is not None),
+            ("column 'delayMs'", "delayms" in found),
+            ("column 'releaseAt'", "releaseat" in found),
+        )
+        if present
+    ]
     if len(given) != 1:
         which = " and ".join(given) if given else "none of them"
         raise IckConfigError(
             "format('dehydrator') needs exactly one of option 'delay' (e.g. \"30s\"), "
-            f"column 'delayMs' or column 'releaseAt' to set the due time; got {which}")
+            f"column 'delayMs' or column 'releaseAt' to set the due time; got {which}"
+        )
     return DehydratorSink(
         connection=opts.connection(),
         dehydrator=opts.get("dehydrator"),
@@ -233,13 +258,13 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
     )
 
 
-def prepare(options: Mapping[str, Any], schema: StructType, overwrite: bool
-            ) -> DehydratorSink:
+def prepare(options: Mapping[str, Any], schema: StructType, overwrite: bool) -> DehydratorSink:
     """The validated plan, with the shard count checked in Redis (driver side)."""
     if overwrite:
         raise IckConfigError(
             "format('dehydrator') supports only mode('append') (streaming: append or "
-            "update); to empty a dehydrator call pyspark_ick.Dehydrator(...).delete()")
+            "update); to empty a dehydrator call pyspark_ick.Dehydrator(...).delete()"
+        )
     sink = plan(options, schema)
     sink.target().check_shards()
     return sink
@@ -260,15 +285,17 @@ def content_ids(elements: pa.Array) -> pa.Array:
     offsets, data = buffers(elements)
     view, blake2b = memoryview(data.data), hashlib.blake2b
     bounds = offsets.tolist()
-    return pa.array([blake2b(view[a:b], digest_size=16).hexdigest()
-                     for a, b in pairwise(bounds)], pa.string())
+    return pa.array(
+        [blake2b(view[a:b], digest_size=16).hexdigest() for a, b in pairwise(bounds)], pa.string()
+    )
 
 
 def _no_nulls(column: pa.Array, name: str, sink: DehydratorSink, rows: int) -> None:
     if n := column.null_count:
         raise IckError(
             f"format('dehydrator') into {sink.dehydrator!r}: column {name!r} has {n} null "
-            f"value{'s' * (n != 1)} in a batch of {rows} rows; every row needs one")
+            f"value{'s' * (n != 1)} in a batch of {rows} rows; every row needs one"
+        )
 
 
 def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -282,8 +309,9 @@ def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column
 
 
-def convert(batch: pa.RecordBatch, sink: DehydratorSink
-            ) -> tuple[pa.Array, pa.Array, np.ndarray, bool]:
+def convert(
+    batch: pa.RecordBatch, sink: DehydratorSink
+) -> tuple[pa.Array, pa.Array, np.ndarray, bool]:
     """ids, elements, times (float64 ms) and whether the times are due times (else
     delays) of a batch, column-wise.
 
@@ -304,11 +332,12 @@ def convert(batch: pa.RecordBatch, sink: DehydratorSink
     if sink.delay_column is not None:
         column = pc.cast(batch.column(sink.delay_column), pa.int64())
         _no_nulls(column, sink.delay_column, sink, rows)
-        if (n := int(pc.sum(pc.less(column, 0)).as_py() or 0)):
+        if n := int(pc.sum(pc.less(column, 0)).as_py() or 0):
             raise IckError(
                 f"format('dehydrator') into {sink.dehydrator!r}: column "
                 f"{sink.delay_column!r} has {n} negative value{'s' * (n != 1)} in a batch "
-                f"of {rows} rows; a delay is a number of milliseconds >= 0")
+                f"of {rows} rows; a delay is a number of milliseconds >= 0"
+            )
         return ids, elements, column.to_numpy().astype(np.float64), False
     assert sink.release_column is not None
     column = batch.column(sink.release_column)
@@ -333,16 +362,22 @@ class SourceOptions(StreamOptions):
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
         o = Options(raw, FORMAT, DH_STREAM)
-        return cls(**StreamOptions.common(o, "Elements"), dehydrator=o.get("dehydrator"),
-                   binary=element_type(o) == "binary", binary_id=id_type(o) == "binary")
+        return cls(
+            **StreamOptions.common(o, "Elements"),
+            dehydrator=o.get("dehydrator"),
+            binary=element_type(o) == "binary",
+            binary_id=id_type(o) == "binary",
+        )
 
     def target(self) -> Dehydrator:
-        return Dehydrator(self.connection.client(), self.dehydrator, self.shards,
-                          decode=not self.binary)
+        return Dehydrator(
+            self.connection.client(), self.dehydrator, self.shards, decode=not self.binary
+        )
 
 
-def claims_arrow(entries: Sequence[Entry], shard: int, binary: bool, label: str,
-                 binary_id: bool = False) -> Iterator[pa.RecordBatch]:
+def claims_arrow(
+    entries: Sequence[Entry], shard: int, binary: bool, label: str, binary_id: bool = False
+) -> Iterator[pa.RecordBatch]:
     """Rows of source_schema(binary, binary_id) from ClaimLog.read's (id text, due ms,
     element bytes); read as a string, an id or element that is not UTF-8 is an error
     naming it (its claim stays: a restart with idType or elementType binary delivers it)."""
@@ -357,14 +392,19 @@ def claims_arrow(entries: Sequence[Entry], shard: int, binary: bool, label: str,
         raise IckError(
             f"{label}: the element of id {ids[bad.index]!r} is not UTF-8 text, so it cannot "
             "be a string: restart the query with option elementType=binary to read it "
-            "(nothing is lost: the claim stays until a batch delivers it)") from None
-    table = pa.Table.from_arrays([
-        id_column,
-        column,
-        pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
-            pa.timestamp("us", "UTC")),
-        pa.array([shard] * len(ids), pa.int32()),
-    ], schema=arrow_schema(binary, binary_id))
+            "(nothing is lost: the claim stays until a batch delivers it)"
+        ) from None
+    table = pa.Table.from_arrays(
+        [
+            id_column,
+            column,
+            pc.cast(pa.array(dues, pa.int64()), pa.timestamp("ms", "UTC")).cast(
+                pa.timestamp("us", "UTC")
+            ),
+            pa.array([shard] * len(ids), pa.int32()),
+        ],
+        schema=arrow_schema(binary, binary_id),
+    )
     yield from table.to_batches(ROWS_PER_BATCH)
 
 
@@ -380,7 +420,8 @@ def id_array(ids: Sequence[str], binary: bool, label: str) -> pa.Array:
         raise IckError(
             f"{label}: id {bad!r} is not UTF-8 text, so it cannot be a string: restart the "
             "query with option idType=binary to read it (nothing is lost: the claim stays "
-            "until a batch delivers it)") from None
+            "until a batch delivers it)"
+        ) from None
 
 
 def _escaped(id: str) -> bool:
@@ -401,13 +442,20 @@ class DehydratorStreamReader(ReservationStreamReader):
         self.opts.target().check_shards()
 
     def open_log(self, shard: int) -> ClaimLog:
-        return Dehydrator(self.opts.connection.client(), self.opts.dehydrator,
-                          self.opts.shards, decode=False).claim_log(shard)  # Arrow checks UTF-8
+        return Dehydrator(
+            self.opts.connection.client(), self.opts.dehydrator, self.opts.shards, decode=False
+        ).claim_log(shard)  # Arrow checks UTF-8
 
-    def arrow(self, shard_log: ClaimLog, shard: int, start: int, end: int
-              ) -> Iterator[pa.RecordBatch]:
-        return claims_arrow(shard_log.read(start, end), shard, self.opts.binary,
-                            f"{shard_log.label} (claims {start + 1}-{end})", self.opts.binary_id)
+    def arrow(
+        self, shard_log: ClaimLog, shard: int, start: int, end: int
+    ) -> Iterator[pa.RecordBatch]:
+        return claims_arrow(
+            shard_log.read(start, end),
+            shard,
+            self.opts.binary,
+            f"{shard_log.label} (claims {start + 1}-{end})",
+            self.opts.binary_id,
+        )
 
 
 def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorStreamReader:
@@ -416,7 +464,9 @@ def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorS
     opts = SourceOptions.parse(options)
     expected = source_schema(opts.binary, opts.binary_id)
     if schema.simpleString() != expected.simpleString():
-        raise IckConfigError(f"readStream.format('dehydrator') has the fixed schema "
-                             f"{expected.simpleString()} (options elementType, idType), got "
-                             f"{schema.simpleString()}")
+        raise IckConfigError(
+            f"readStream.format('dehydrator') has the fixed schema "
+            f"{expected.simpleString()} (options elementType, idType), got "
+            f"{schema.simpleString()}"
+        )
     return DehydratorStreamReader(opts)

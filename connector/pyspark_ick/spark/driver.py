@@ -51,21 +51,24 @@ class Driver:
         """Give the next batch's remainder of the limit to the next shards."""
         self.rotation = (self.rotation + 1) % len(self.logs)
 
-    def reserve(self, after: list[int], limit: ReadLimit, held: list[int] | None = None
-                ) -> tuple[list[int], list[int]]:
+    def reserve(
+        self, after: list[int], limit: ReadLimit, held: list[int] | None = None
+    ) -> tuple[list[int], list[int]]:
         """Reserve each shard's share of ``limit`` past ``after`` (``held``: items of those
         ranges reserved and budgeted already, by the job ahead); returns (last numbers,
         items in the ranges past ``after``)."""
         self.leases.check()
         rows, shards = max_rows(limit), len(self.logs)
         share: list[int | None] = (
-            [None] * shards if rows is None else list(shares(rows, shards, self.rotation)))
+            [None] * shards if rows is None else list(shares(rows, shards, self.rotation))
+        )
         numbers, sizes = list(after), [0] * shards
 
         def reserve(i: int, want: int | None) -> None:
             left = None if self.budget is None else self.budget[i]
-            done = self.logs[i].reserve(cap(want, left, held[i] if held else 0), after[i],
-                                        self.leases.fences[i])
+            done = self.logs[i].reserve(
+                cap(want, left, held[i] if held else 0), after[i], self.leases.fences[i]
+            )
             numbers[i], sizes[i] = done.head, done.pending
             if self.budget is not None:
                 self.budget[i] -= done.moved

@@ -59,18 +59,25 @@ def member_type(binary: bool) -> DataType:
 
 def stream_schema(binary: bool = False) -> StructType:
     """``member string|binary, score double, shard int, reservation long``."""
-    return StructType([
-        StructField("member", member_type(binary), False),
-        StructField("score", DoubleType(), False),
-        StructField("shard", IntegerType(), False),
-        StructField("reservation", LongType(), True),  # a snapshot's queued members: null
-    ])
+    return StructType(
+        [
+            StructField("member", member_type(binary), False),
+            StructField("score", DoubleType(), False),
+            StructField("shard", IntegerType(), False),
+            StructField("reservation", LongType(), True),  # a snapshot's queued members: null
+        ]
+    )
 
 
 def snapshot_columns(binary: bool = False) -> dict[str, DataType]:
     """The columns a batch read can return, by name."""
-    return {"member": member_type(binary), "score": DoubleType(), "shard": IntegerType(),
-            "reservation": LongType(), "state": StringType()}
+    return {
+        "member": member_type(binary),
+        "score": DoubleType(),
+        "shard": IntegerType(),
+        "reservation": LongType(),
+        "state": StringType(),
+    }
 
 
 def snapshot_schema(binary: bool = False) -> StructType:
@@ -81,8 +88,13 @@ def snapshot_schema(binary: bool = False) -> StructType:
 STREAM_SCHEMA = stream_schema()
 SNAPSHOT_COLUMNS = snapshot_columns()
 SNAPSHOT_SCHEMA = snapshot_schema()
-ARROW_TYPES = {"member": pa.string(), "score": pa.float64(), "shard": pa.int32(),
-               "reservation": pa.int64(), "state": pa.string()}
+ARROW_TYPES = {
+    "member": pa.string(),
+    "score": pa.float64(),
+    "shard": pa.int32(),
+    "reservation": pa.int64(),
+    "state": pa.string(),
+}
 ROWS_PER_BATCH = 65536
 
 
@@ -102,8 +114,9 @@ class ReaderOptions(StreamOptions):
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
         stream = Options(raw, "ick", ICK_STREAM)  # a batch read has no stream options
-        return cls(**StreamOptions.common(stream, "Members"), ick=o.get("ick"),
-                   binary=options_binary(o))
+        return cls(
+            **StreamOptions.common(stream, "Members"), ick=o.get("ick"), binary=options_binary(o)
+        )
 
     def sharded(self) -> ShardedIck:
         return ShardedIck(self.connection.client(), self.ick, self.shards)
@@ -113,9 +126,12 @@ class ReaderOptions(StreamOptions):
         return f"Ick {self.ick!r} shard {shard}" + (f" (key {key!r})" if key != self.ick else "")
 
 
-def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int,
-                  binary: bool = False, label: str | None = None
-                  ) -> Iterator[pa.RecordBatch]:
+def arrow_batches(
+    entries: Sequence[tuple[int, list[Any]]],
+    shard: int,
+    binary: bool = False,
+    label: str | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Rows of ``stream_schema(binary)`` from ``[(reservation, [member, score, ...]), ...]``,
     by score.
 
@@ -143,17 +159,26 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int,
                 f"{label or f'Ick shard {shard}'}: member {bad.value!r} (reservation "
                 f"{numbers[bad.index]}) is not UTF-8 text, so it cannot be a string: restart "
                 "the query with option memberType=binary to read it (nothing is lost: the "
-                "reservation stays until a batch delivers it)") from None
-    table = pa.table({
-        "member": column,
-        "score": pc.cast(pa.array(scores, pa.string()), pa.float64()),
-        "reservation": pa.array(numbers, pa.int64()),
-    })
+                "reservation stays until a batch delivers it)"
+            ) from None
+    table = pa.table(
+        {
+            "member": column,
+            "score": pc.cast(pa.array(scores, pa.string()), pa.float64()),
+            "reservation": pa.array(numbers, pa.int64()),
+        }
+    )
     if len(entries) > 1 and len(set(members)) < len(members):
         folded = table.group_by("member", use_threads=False).aggregate(
-            [("score", "min"), ("reservation", "max")])
-        table = pa.table({"member": folded["member"], "score": folded["score_min"],
-                          "reservation": folded["reservation_max"]})
+            [("score", "min"), ("reservation", "max")]
+        )
+        table = pa.table(
+            {
+                "member": folded["member"],
+                "score": folded["score_min"],
+                "reservation": folded["reservation_max"],
+            }
+        )
     if len(entries) > 1:
         table = table.sort_by([("score", "ascending"), ("member", "ascending")])
     table = table.add_column(2, "shard", pa.array([shard] * table.num_rows, pa.int32()))
@@ -163,8 +188,16 @@ def arrow_batches(entries: Sequence[tuple[int, list[Any]]], shard: int,
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema of ``schema`` (columns of ``snapshot_columns``), nullability
     included: Spark refuses batches whose nullability differs from the schema it asked for."""
-    return pa.schema([(f.name, pa.binary() if isinstance(f.dataType, BinaryType)
-                       else ARROW_TYPES[f.name], f.nullable) for f in schema.fields])
+    return pa.schema(
+        [
+            (
+                f.name,
+                pa.binary() if isinstance(f.dataType, BinaryType) else ARROW_TYPES[f.name],
+                f.nullable,
+            )
+            for f in schema.fields
+        ]
+    )
 
 
 class IckStreamReader(ReservationStreamReader):
@@ -187,14 +220,18 @@ class IckStreamReader(ReservationStreamReader):
         return report
 
     def open_log(self, shard: int) -> ReservationLog:
-        return ReservationLog(self.opts.connection.client(),
-                              shard_names(self.opts.ick, self.opts.shards)[shard],
-                              self.opts.label(shard))
+        return ReservationLog(
+            self.opts.connection.client(),
+            shard_names(self.opts.ick, self.opts.shards)[shard],
+            self.opts.label(shard),
+        )
 
-    def arrow(self, shard_log: ReservationLog, shard: int, start: int, end: int
-              ) -> Iterator[pa.RecordBatch]:
-        return arrow_batches(shard_log.read(start, end), shard, self.opts.binary,
-                             self.opts.label(shard))
+    def arrow(
+        self, shard_log: ReservationLog, shard: int, start: int, end: int
+    ) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(
+            shard_log.read(start, end), shard, self.opts.binary, self.opts.label(shard)
+        )
 
 
 @dataclass(frozen=True)
@@ -233,9 +270,14 @@ class IckSnapshotReader(DataSourceReader):
             "reservation": [None] * queued + [holder.get(text(m)) for m in members[queued:]],
             "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
         }
-        table = pa.table({f.name: column if f.name == "member" else
-                          pa.array(data[f.name], ARROW_TYPES[f.name])
-                          for f in self.schema.fields})
+        table = pa.table(
+            {
+                f.name: column
+                if f.name == "member"
+                else pa.array(data[f.name], ARROW_TYPES[f.name])
+                for f in self.schema.fields
+            }
+        )
         yield from table.cast(arrow_schema(self.schema)).to_batches(ROWS_PER_BATCH)
 
 
@@ -244,13 +286,19 @@ def _check_columns(schema: StructType, binary: bool) -> None:
     for f in schema.fields:
         expected = columns.get(f.name)
         if expected is None:
-            raise IckConfigError(f"format('ick') read: column {f.name!r} is not one of "
-                                 + ", ".join(columns))
+            raise IckConfigError(
+                f"format('ick') read: column {f.name!r} is not one of " + ", ".join(columns)
+            )
         if f.dataType != expected:
             raise IckConfigError(
                 f"format('ick') read: column {f.name!r} must be {expected.simpleString()}"
-                + (f" (option memberType={'binary' if binary else 'string'})"
-                   if f.name == "member" else "") + f", got {f.dataType.simpleString()}")
+                + (
+                    f" (option memberType={'binary' if binary else 'string'})"
+                    if f.name == "member"
+                    else ""
+                )
+                + f", got {f.dataType.simpleString()}"
+            )
 
 
 def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
@@ -266,9 +314,12 @@ def stream_reader(options: Any, schema: StructType) -> IckStreamReader:
     """The stream reader; the schema must be ``stream_schema()`` (per option memberType)."""
     opts = ReaderOptions.parse(options)
     expected = stream_schema(opts.binary)
-    if [f.name for f in schema.fields] != expected.fieldNames() or \
-            schema["member"].dataType != expected["member"].dataType:
-        raise IckConfigError("format('ick') readStream has the fixed schema "
-                             f"{expected.simpleString()} (option memberType), got "
-                             f"{schema.simpleString()}")
+    if [f.name for f in schema.fields] != expected.fieldNames() or schema[
+        "member"
+    ].dataType != expected["member"].dataType:
+        raise IckConfigError(
+            "format('ick') readStream has the fixed schema "
+            f"{expected.simpleString()} (option memberType), got "
+            f"{schema.simpleString()}"
+        )
     return IckStreamReader(opts)

@@ -50,10 +50,19 @@ from .sink import BatchWriter, StreamWriter
 FORMAT = "ick"
 
 # Types whose Arrow string form equals Spark's CAST(... AS STRING)
-MEMBER_TYPES = (StringType, ByteType, ShortType, IntegerType, LongType, BooleanType,
-                DecimalType, DateType, BinaryType, NullType)
-NUMERIC_SCORES = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType,
-                  DecimalType)
+MEMBER_TYPES = (
+    StringType,
+    ByteType,
+    ShortType,
+    IntegerType,
+    LongType,
+    BooleanType,
+    DecimalType,
+    DateType,
+    BinaryType,
+    NullType,
+)
+NUMERIC_SCORES = (ByteType, ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType)
 TIME_SCORES = (TimestampType, TimestampNTZType)
 
 
@@ -67,12 +76,15 @@ class IckCommitMessage(WriterCommitMessage):
     skipped: int = 0
 
     def __add__(self, other: IckCommitMessage) -> IckCommitMessage:
-        return IckCommitMessage(self.rows + other.rows, self.new + other.new,
-                                self.changed + other.changed, self.skipped + other.skipped)
+        return IckCommitMessage(
+            self.rows + other.rows,
+            self.new + other.new,
+            self.changed + other.changed,
+            self.skipped + other.skipped,
+        )
 
     def __str__(self) -> str:
-        return (f"{self.rows} rows: {self.new} new, {self.changed} changed, "
-                f"{self.skipped} skipped")
+        return f"{self.rows} rows: {self.new} new, {self.changed} changed, {self.skipped} skipped"
 
 
 @dataclass(frozen=True)
@@ -105,8 +117,7 @@ class IckSink:
 
     def send(self, converted: tuple[pa.Array, pa.Array | None, int, int]) -> IckCommitMessage:
         members, scores, skipped, rows = converted
-        return IckCommitMessage(rows, *add(self.sharded(), members, scores, self.chunk),
-                                skipped)
+        return IckCommitMessage(rows, *add(self.sharded(), members, scores, self.chunk), skipped)
 
 
 # --- the driver: options, schema, Redis checks -----------------------------------------
@@ -147,7 +158,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
         raise IckConfigError(
             f"format('ick'): member column {member!r} has type {kind.simpleString()}; "
             "expected string, integer, boolean, decimal, date or binary: cast it first, "
-            f"e.g. selectExpr(\"CAST({member} AS STRING) AS {member}\")"
+            f'e.g. selectExpr("CAST({member} AS STRING) AS {member}")'
         )
 
     wanted_score = opts.get("scoreColumn")
@@ -176,16 +187,14 @@ def prepare(sink: IckSink, overwrite: bool) -> None:
         sharded.check_shards()  # record the count again
 
 
-def batch_writer(options: Mapping[str, Any], schema: StructType, overwrite: bool
-                 ) -> BatchWriter:
+def batch_writer(options: Mapping[str, Any], schema: StructType, overwrite: bool) -> BatchWriter:
     """The writer of ``df.write.format("ick")``: validated, Redis checked, on the driver."""
     sink = plan(options, schema)
     prepare(sink, overwrite)
     return BatchWriter(sink)
 
 
-def stream_writer(options: Mapping[str, Any], schema: StructType, overwrite: bool
-                  ) -> StreamWriter:
+def stream_writer(options: Mapping[str, Any], schema: StructType, overwrite: bool) -> StreamWriter:
     """The writer of ``df.writeStream.format("ick")`` (output modes append and update).
     A replayed micro-batch adds the same pairs again, which folds; rows scored with Redis
     server time are re-added with a later time, which the lower-score rule folds away."""
@@ -248,8 +257,7 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
         # -inf and +inf are scores ZADD (and the gem's ickadd) take; null and NaN are not
         bad_score = pc.fill_null(pc.is_nan(scores), True)
         if n := _count(bad_score):
-            problems.append(f"column {sink.score!r} has {n} null or NaN "
-                            f"value{'s' * (n != 1)}")
+            problems.append(f"column {sink.score!r} has {n} null or NaN value{'s' * (n != 1)}")
         bad = pc.or_(bad, bad_score)
     if not problems:
         return members, scores, 0
@@ -260,12 +268,12 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
         )
     keep = pc.invert(bad)
     skipped = batch.num_rows - _count(keep)
-    return (members.filter(keep), scores.filter(keep) if scores is not None else None,
-            skipped)
+    return (members.filter(keep), scores.filter(keep) if scores is not None else None, skipped)
 
 
-def by_shard(members: pa.Array, scores: pa.Array | None, shards: int
-          ) -> dict[int, tuple[pa.Array, pa.Array | None]]:
+def by_shard(
+    members: pa.Array, scores: pa.Array | None, shards: int
+) -> dict[int, tuple[pa.Array, pa.Array | None]]:
     """``{shard: (members, scores)}``: the columns sorted by shard and sliced (no copies)."""
     if shards == 1:
         return {0: (members, scores)}
@@ -276,19 +284,21 @@ def by_shard(members: pa.Array, scores: pa.Array | None, shards: int
     out: dict[int, tuple[pa.Array, pa.Array | None]] = {}
     start = 0
     for shard, count in sorted(Counter(ids.to_pylist()).items()):
-        out[shard] = (members.slice(start, count),
-                      None if scores is None else scores.slice(start, count))
+        out[shard] = (
+            members.slice(start, count),
+            None if scores is None else scores.slice(start, count),
+        )
         start += count
     return out
 
 
-def add(sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: int
-        ) -> tuple[int, int]:
+def add(
+    sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: int
+) -> tuple[int, int]:
     """Add one batch's rows to their shards; returns (new, changed)."""
     parts = by_shard(members, scores, sharded.shards)
     if scores is None:
-        return sharded.add_groups({i: (m.to_pylist(), None) for i, (m, _) in parts.items()},
-                                  chunk)
-    return sharded.add_packed({
-        i: pack_pairs(m, s, chunk) for i, (m, s) in parts.items() if s is not None
-    })
+        return sharded.add_groups({i: (m.to_pylist(), None) for i, (m, _) in parts.items()}, chunk)
+    return sharded.add_packed(
+        {i: pack_pairs(m, s, chunk) for i, (m, s) in parts.items() if s is not None}
+    )

@@ -41,9 +41,11 @@ def stop_on_sigterm() -> None:
     that process's main thread, and only if nobody handles SIGTERM already.
     """
     main = sys.modules.get("__main__")
-    if (getattr(getattr(main, "__spec__", None), "name", None) == RUNNER
-            and threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+    if (
+        getattr(getattr(main, "__spec__", None), "name", None) == RUNNER
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
         signal.signal(signal.SIGTERM, _exit)
 
 
@@ -78,12 +80,17 @@ def acquire(shard_log: Leased, owner: str, lease_ms: int) -> Fence:
                 raise LeaseError(
                     f"{shard_log.label} is consumed by another query: consumer "
                     f"{busy.owner!r} holds its lease and renewed it {busy.idle_ms} ms ago. "
-                    "Stop that query first (one consumer per shard)") from None
+                    "Stop that query first (one consumer per shard)"
+                ) from None
             if seen is None:
-                logger.warning("%s: consumer %r holds the lease, last renewed %d ms ago: "
-                               "taking it over unless it renews it within %d ms",
-                               shard_log.label, busy.owner, busy.idle_ms,
-                               busy.gone_after_ms - busy.idle_ms)
+                logger.warning(
+                    "%s: consumer %r holds the lease, last renewed %d ms ago: "
+                    "taking it over unless it renews it within %d ms",
+                    shard_log.label,
+                    busy.owner,
+                    busy.idle_ms,
+                    busy.gone_after_ms - busy.idle_ms,
+                )
             seen = busy.renewed_at
             beat = (busy.gone_after_ms - 1000) / 3
             wait = min(busy.gone_after_ms - busy.idle_ms, 1.5 * beat)
@@ -98,8 +105,9 @@ class Leases:
         self.logs, self.fences, self.lease_ms = logs, fences, lease_ms
         self.lost: LeaseError | None = None
         self._stopping = threading.Event()
-        self._heartbeat = threading.Thread(target=self._beat, daemon=True,
-                                           name="pyspark-ick-lease-heartbeat")
+        self._heartbeat = threading.Thread(
+            target=self._beat, daemon=True, name="pyspark-ick-lease-heartbeat"
+        )
         self._heartbeat.start()
 
     @classmethod

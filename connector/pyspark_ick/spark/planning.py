@@ -55,8 +55,7 @@ def top_ups(max_rows: int, share: Sequence[int], sizes: Sequence[int]) -> dict[i
     return {i: sizes[i] + extra for i, extra in zip(full, extras, strict=True) if extra > 0}
 
 
-def backlogged(sizes: Sequence[int], max_rows: int | None, budget: Sequence[int] | None
-               ) -> bool:
+def backlogged(sizes: Sequence[int], max_rows: int | None, budget: Sequence[int] | None) -> bool:
     """Whether a batch of ``sizes`` items per shard was cut by a limit of ``max_rows``
     (None: no limit) with more to deliver (within the AvailableNow ``budget``, if any)."""
     if max_rows is None or sum(sizes) < max_rows:
@@ -78,8 +77,12 @@ def group(sizes: Mapping[int, int], min_per_partition: int) -> list[list[int]]:
     return [sorted(g) for g in groups if g]
 
 
-def split(whole: ShardRange, size: int, min_per_partition: int,
-          folds: Callable[[ShardRange], bool] = lambda _: False) -> list[ShardRange]:
+def split(
+    whole: ShardRange,
+    size: int,
+    min_per_partition: int,
+    folds: Callable[[ShardRange], bool] = lambda _: False,
+) -> list[ShardRange]:
     """``whole`` (``size`` items) in consecutive pieces of about ``min_per_partition``
     items, so that one shard's big batch is read by several tasks; whole when ``folds``
     (asked only then): an item of it repeats, and one reader folds the copies."""
@@ -91,8 +94,7 @@ def split(whole: ShardRange, size: int, min_per_partition: int,
     return [ShardRange(whole.shard, a, b) for a, b in pairwise(cuts)]
 
 
-def ranges(start: Mapping[str, int], end: Mapping[str, int], shards: int
-           ) -> dict[int, ShardRange]:
+def ranges(start: Mapping[str, int], end: Mapping[str, int], shards: int) -> dict[int, ShardRange]:
     """The ranges of the shards whose number moved from ``start`` to ``end``."""
     moved: dict[int, ShardRange] = {}
     for i in range(shards):
@@ -102,10 +104,12 @@ def ranges(start: Mapping[str, int], end: Mapping[str, int], shards: int
     return moved
 
 
-def partitions(moved: Mapping[int, ShardRange], sizes: Sequence[int] | None,
-               min_per_partition: int,
-               folds: Callable[[ShardRange], bool] = lambda _: False
-               ) -> list[InputPartition]:
+def partitions(
+    moved: Mapping[int, ShardRange],
+    sizes: Sequence[int] | None,
+    min_per_partition: int,
+    folds: Callable[[ShardRange], bool] = lambda _: False,
+) -> list[InputPartition]:
     """The partitions of a batch of ranges ``moved``: with the items of each shard's
     range known (``sizes``), split and grouped; unknown (a replay), one per shard."""
     if sizes is None:
@@ -114,8 +118,9 @@ def partitions(moved: Mapping[int, ShardRange], sizes: Sequence[int] | None,
     weights: dict[int, int] = {}
     for i, whole in moved.items():
         for piece in split(whole, sizes[i], min_per_partition, folds):
-            weights[len(pieces)] = sizes[i] * (piece.end - piece.start) // (
-                whole.end - whole.start)
+            weights[len(pieces)] = sizes[i] * (piece.end - piece.start) // (whole.end - whole.start)
             pieces.append(piece)
-    return [pieces[g[0]] if len(g) == 1 else ShardRanges(tuple(pieces[j] for j in g))
-            for g in group(weights, min_per_partition)]
+    return [
+        pieces[g[0]] if len(g) == 1 else ShardRanges(tuple(pieces[j] for j in g))
+        for g in group(weights, min_per_partition)
+    ]

@@ -26,6 +26,7 @@ from .compat import ARROW_STREAM_WRITER, StreamWriterBase, arrow_from_rows
 
 logger = logging.getLogger("pyspark_ick")
 
+
 class SinkPlan(Protocol):
     """What a format gives the sink (a picklable plan, validated on the driver)."""
 
@@ -92,8 +93,14 @@ class BatchWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         total, failed = totals(self.plan, messages)
-        logger.warning("write to %s aborted, %d of %d tasks failed; the others wrote %s (%s)",
-                    self.plan.label, failed, len(messages), total, self.plan.replay)
+        logger.warning(
+            "write to %s aborted, %d of %d tasks failed; the others wrote %s (%s)",
+            self.plan.label,
+            failed,
+            len(messages),
+            total,
+            self.plan.replay,
+        )
 
 
 class StreamWriter(StreamWriterBase):  # type: ignore[misc]
@@ -111,10 +118,18 @@ class StreamWriter(StreamWriterBase):  # type: ignore[misc]
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, _ = totals(self.plan, messages)
-        logger.info("batch %d wrote to %s in %d tasks: %s", batchId, self.plan.label,
-                 len(messages), total)
+        logger.info(
+            "batch %d wrote to %s in %d tasks: %s", batchId, self.plan.label, len(messages), total
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, failed = totals(self.plan, messages)
-        logger.warning("batch %d to %s aborted, %d of %d tasks failed; the others wrote %s (%s)",
-                    batchId, self.plan.label, failed, len(messages), total, self.plan.replay)
+        logger.warning(
+            "batch %d to %s aborted, %d of %d tasks failed; the others wrote %s (%s)",
+            batchId,
+            self.plan.label,
+            failed,
+            len(messages),
+            total,
+            self.plan.replay,
+        )

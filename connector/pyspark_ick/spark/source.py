@@ -79,8 +79,16 @@ from .driver import Driver, ShardLog, max_rows
 from .leases import Leases, stop_on_sigterm, stopping
 from .planning import ShardRange, ShardRanges, group
 
-__all__ = ["Ahead", "Offset", "ReservationStreamReader", "ShardLog", "ShardRange",
-           "ShardRanges", "group", "protocol_point"]
+__all__ = [
+    "Ahead",
+    "Offset",
+    "ReservationStreamReader",
+    "ShardLog",
+    "ShardRange",
+    "ShardRanges",
+    "group",
+    "protocol_point",
+]
 
 logger = logging.getLogger("pyspark_ick.stream")
 
@@ -124,10 +132,14 @@ class StreamOptions:
     def common(o: Options, items: str) -> dict[str, Any]:
         """The fields of StreamOptions from ``o``; ``items``: ``Members`` or ``Elements``
         (options max<items>PerTrigger, min<items>PerPartition)."""
-        return {"connection": o.connection(), "shards": o.get("shards"),
-                "max_per_trigger": o.get(f"max{items}PerTrigger"),
-                "min_per_partition": o.get(f"min{items}PerPartition"),
-                "consumer_id": o.get("consumerId"), "lease_ms": o.get("leaseTimeout")}
+        return {
+            "connection": o.connection(),
+            "shards": o.get("shards"),
+            "max_per_trigger": o.get(f"max{items}PerTrigger"),
+            "min_per_partition": o.get(f"min{items}PerPartition"),
+            "consumer_id": o.get("consumerId"),
+            "lease_ms": o.get("leaseTimeout"),
+        }
 
 
 class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -149,8 +161,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The log of ``shard`` (called on the driver and on executors)."""
 
     @abstractmethod
-    def arrow(self, shard_log: Any, shard: int, start: int, end: int
-              ) -> Iterator[pa.RecordBatch]:
+    def arrow(self, shard_log: Any, shard: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
         """RecordBatches of reservations ``start < r <= end`` of ``shard_log`` (executors)."""
 
     def backlog(self, shard_log: ShardLog) -> int:
@@ -214,8 +225,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         state.budget = [self.backlog(shard_log) for shard_log in state.logs]
         logger.debug("prepareForTriggerAvailableNow %s", state.budget)
 
-    def latestOffset(self, start: Offset | None = None, limit: ReadLimit | None = None
-                     ) -> Offset:
+    def latestOffset(self, start: Offset | None = None, limit: ReadLimit | None = None) -> Offset:
         """Reserve the next batch past ``start`` within ``limit``; its end offset.
 
         Before pyspark 4.2 Spark passes neither (see the module docstring). There its
@@ -285,9 +295,11 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         protocol_point("before_read")
         known = end == self._latest and len(self._sizes) == self.shards
         return planning.partitions(
-            planning.ranges(start, end, self.shards), self._sizes if known else None,
+            planning.ranges(start, end, self.shards),
+            self._sizes if known else None,
             self.min_per_partition,
-            lambda whole: self._driver()[whole.shard].repeated() > whole.start)
+            lambda whole: self._driver()[whole.shard].repeated() > whole.start,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         ranges = partition.ranges if isinstance(partition, ShardRanges) else (partition,)

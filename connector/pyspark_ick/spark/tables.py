@@ -28,10 +28,16 @@ URL = "'redis.url' = 'redis://host:6379/0'"
 
 # per format: the view's columns, example options, the statements a table of it takes
 FORMATS = {
-    "ick": ("member STRING, score DOUBLE", f"{URL}, 'ick' = 'q'",
-            "INSERT INTO, INSERT OVERWRITE or SELECT"),
-    "dehydrator": ("id STRING, element STRING", f"{URL}, 'dehydrator' = 'd', 'delay' = '30s'",
-                   "INSERT INTO"),
+    "ick": (
+        "member STRING, score DOUBLE",
+        f"{URL}, 'ick' = 'q'",
+        "INSERT INTO, INSERT OVERWRITE or SELECT",
+    ),
+    "dehydrator": (
+        "id STRING, element STRING",
+        f"{URL}, 'dehydrator' = 'd', 'delay' = '30s'",
+        "INSERT INTO",
+    ),
 }
 
 
