@@ -30,5 +30,6 @@ done
 bash .ci/spark-venvs.sh
 echo "suite server: $(command -v redis-server) ($(redis-server --version | cut -d' ' -f3))"
 python3 -m ruff check .
+python3 -m ruff format --check .
 python3 -m mypy
 exec python3 -m pytest "$@"
