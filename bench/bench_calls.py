@@ -27,7 +27,7 @@ from common import Report
 
 from pyspark_ick import Dehydrator, Ick, connect, scripts
 from pyspark_ick.bounds import ICK_CHUNK as CHUNK
-from pyspark_ick.ick import pack_chunks
+from pyspark_ick.packing import pack_chunks
 from pyspark_ick.testing import redis_server
 
 HOUR = 3_600_000

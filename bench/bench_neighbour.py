@@ -88,7 +88,7 @@ import numpy as np
 from bench_core import raw_zadd, server_cpu
 from common import Report
 
-from pyspark_ick import Dehydrator, Ick, ShardedIck, bounds, connect, scripts
+from pyspark_ick import Dehydrator, Ick, ShardedIck, bounds, connect, lua
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisServer, spark_session, start_binary
 
@@ -286,9 +286,9 @@ class Call:
 def script_names() -> dict[str, str]:
     """EVALSHA sha -> script name, for every script of lua/."""
     return {
-        scripts.sha(path.stem): path.stem
-        for path in scripts.lua_dir().glob("*.lua")
-        if path.stem != scripts.PRELUDE
+        lua.sha(path.stem): path.stem
+        for path in lua.lua_dir().glob("*.lua")
+        if path.stem != lua.PRELUDE
     }
 
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import redis
 
-from pyspark_ick import ShardedIck, scripts
+from pyspark_ick import ShardedIck, lua, scripts
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names, shard_of
 from pyspark_ick.reservations import describe
@@ -150,7 +150,7 @@ class Producer(Loop):
     def recover(self) -> None:
         """The script cache may be new (a restarted or promoted server): load ickadd."""
         try:
-            self.client.script_load(scripts.source("ickadd"))
+            self.client.script_load(lua.source("ickadd"))
         except Exception:  # noqa: BLE001 - still away: the next tick tries again
             time.sleep(0.05)
 

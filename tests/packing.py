@@ -1,12 +1,21 @@
-"""Decodes the rows argument of the bulk scripts for the tests: the Spark sinks' layout
-(scripts.pack_strings, built by columns.py) and the plain client's (scripts.pack_values)
-are the same msgpack array of strings with different heads."""
+"""The rows argument of the bulk scripts, for the tests: the Spark sinks' layout
+(``pack_strings``, what columns.py builds column-wise) and the plain client's
+(packing.pack_values) are the same msgpack array of strings with different heads."""
 
 from __future__ import annotations
 
 import struct
 
 import msgpack
+
+
+def pack_strings(values: list[bytes]) -> bytes:
+    """One msgpack array 32 of str 32 values, built value by value: the layout columns.py
+    builds column-wise."""
+    parts = [struct.pack(">BI", 0xDD, len(values))]
+    for value in values:
+        parts += (struct.pack(">BI", 0xDB, len(value)), value)
+    return b"".join(parts)
 
 
 def decode_rows(packed: bytes, width: int) -> list[tuple[bytes, ...]]:

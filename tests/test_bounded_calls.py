@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis
 
-from pyspark_ick import Dehydrator, ShardedIck, bounds, scripts
+from pyspark_ick import Dehydrator, ShardedIck, bounds, lua
 from pyspark_ick.bounds import KEYS_PER_CALL
 from pyspark_ick.numbered_log import COMMIT_ARGV, RESERVE_ARGV
 
@@ -27,8 +27,8 @@ PER_CALL = bounds.ITEMS_PER_CALL
 LIMIT, MOVES = RESERVE_ARGV.index("limit") + 1, RESERVE_ARGV.index("per_call") + 1
 COMMIT = COMMIT_ARGV.index("per_call") + 1
 MOVERS = {"rlog_reserve": bounds.MOVES_PER_CALL, "dh_claim": bounds.MOVES_PER_CALL}
-LUA = Path(scripts.lua_dir())
-NAMES = {scripts.sha(p.stem): p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_")}
+LUA = Path(lua.lua_dir())
+NAMES = {lua.sha(p.stem): p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_")}
 
 
 def bound(script: str, keys: list[str], args: list[str]) -> int:

@@ -15,7 +15,9 @@ import pytest
 import redis
 from redis.connection import AbstractConnection
 
-from pyspark_ick import Dehydrator, Ick, IckScriptError, ShardedIck, connect, scripts
+from pyspark_ick import Dehydrator, Ick, IckScriptError, ShardedIck, connect
+from pyspark_ick.packing import pack_values
+from pyspark_ick.pipe import run_many
 from pyspark_ick.testing import wait_until
 
 
@@ -132,14 +134,14 @@ def test_replies_keep_the_order_of_the_calls_around_a_refusal(client: Any) -> No
     """Ick.add sums the replies of its calls: a refused call in the middle gives None and
     the others their own reply, so the totals of the next add are exact."""
     ick = Ick(client, "ordered")
-    calls = [("ickadd", ick.keys.base, [scripts.pack_values(["1.0", f"a{i}"])]) for i in range(5)]
+    calls = [("ickadd", ick.keys.base, [pack_values(["1.0", f"a{i}"])]) for i in range(5)]
     calls[2] = ("ickadd", ick.keys.base, [b"garbage"])
     with pytest.raises(IckScriptError, match="not a msgpack array"):
-        scripts.run_many(client, calls)
+        run_many(client, calls)
     assert client.zcard(ick.keys.pset) == 4
-    replies = scripts.run_many(
+    replies = run_many(
         client,
-        [calls[0], calls[1], ("ickadd", ick.keys.base, [scripts.pack_values(["0.5", "a9"])])],
+        [calls[0], calls[1], ("ickadd", ick.keys.base, [pack_values(["0.5", "a9"])])],
     )
     assert replies == [[0, 0], [0, 0], [1, 0]]
 

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from packing import decode_rows
+from packing import decode_rows, pack_strings
 
 from pyspark_ick import Dehydrator, IckConfigError, IckError, ShardCountError, scripts
 from pyspark_ick.columns import pack_rows
-from pyspark_ick.dehydrator import pack_plain
 from pyspark_ick.keys import DehydratorKeys
+from pyspark_ick.packing import pack_plain
 from pyspark_ick.testing import wait_until
 
 SHORT, LONG = 250, 750  # the docs' 1000 and 3000 ms
@@ -321,7 +321,7 @@ def test_poll_returns_earliest_due_first_across_pages_and_shards(client, shards)
 
 @pytest.mark.parametrize(
     "arg",
-    [b"garbage", scripts.pack_strings([b"0", b"id"]), scripts.pack_strings([b"soon", b"id", b"x"])],
+    [b"garbage", pack_strings([b"0", b"id"]), pack_strings([b"soon", b"id", b"x"])],
 )
 def test_dh_push_refuses_an_argument_that_is_not_whole_rows(client, arg):
     keys = DehydratorKeys("malformed")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import redis
+from packing import pack_strings
 
 import pyspark_ick
 from pyspark_ick import (
@@ -22,8 +23,10 @@ from pyspark_ick import (
     errors,
     scripts,
 )
-from pyspark_ick.ick import pack_pairs, pairs, parse_stats, text
+from pyspark_ick.ick import parse_stats
+from pyspark_ick.packing import pack_pairs
 from pyspark_ick.testing import free_port, start_binary
+from pyspark_ick.values import pairs, text
 
 
 def sizes(ick: Ick) -> tuple[int, int]:
@@ -351,6 +354,11 @@ def test_delete_and_unlink_remove_every_key(any_client: Any, how: str) -> None:
         ),
         (lambda ick: ick.add({None: 1.0}), "must not be None"),
         (lambda ick: ick.add({"a": "soon"}), "must be a number .*, got 'soon'"),
+        (lambda ick: ick.add({"a": True}), r"member 'a' must be a number .*, got True \(a bool"),
+        (
+            lambda ick: ick.add({"a": 1.0, "b": False}),
+            r"member 'b' must be a number .*, got False \(a bool",
+        ),
         (lambda ick: ick.reserve(-1), "n must be an integer >= 0"),
         (lambda ick: ick.exchange(1.5), "n must be an integer >= 0"),
     ],
@@ -376,7 +384,7 @@ def test_a_pipeline_is_refused_with_a_clear_error(client: Any) -> None:
 
 @pytest.mark.parametrize(
     "arg",
-    [b"garbage", scripts.pack_strings([b"1.5"]), scripts.pack_strings([b"1.5", b"a", b"2.5"])],
+    [b"garbage", pack_strings([b"1.5"]), pack_strings([b"1.5", b"a", b"2.5"])],
 )
 def test_ickadd_refuses_an_argument_that_is_not_whole_pairs(any_client: Any, arg: bytes) -> None:
     ick = Ick(any_client, "malformed")

@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent("""
 
     import pyspark_dehydrator
     import pyspark_ick
-    from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, scripts
+    from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, lua, scripts
 
     for extra in ("numpy", "pyarrow", "pyspark"):  # a base install has none of them
         assert importlib.util.find_spec(extra) is None, f"{extra} is installed here"
@@ -35,8 +35,8 @@ SCRIPT = textwrap.dedent("""
     package = Path(pyspark_ick.__file__).resolve().parent
     assert venv in package.parents, f"pyspark_ick imported from {package}, not {venv}"
     assert venv in Path(pyspark_dehydrator.__file__).resolve().parents
-    lua = scripts.lua_dir().resolve()
-    assert lua == package / "lua", f"Lua scripts read from {lua}, not the installed package"
+    folder = lua.lua_dir().resolve()
+    assert folder == package / "lua", f"Lua scripts read from {folder}, not the installed package"
 
     client = connect(sys.argv[1])
     ick = Ick(client, "packaged")

@@ -19,9 +19,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from pyspark_ick import Ick, IckScriptError, LeaseError, bounds
 from pyspark_ick.errors import LeaseBusy
-from pyspark_ick.ick import pairs, text
 from pyspark_ick.reservations import ReservationLog, describe, snapshot
 from pyspark_ick.testing import wait_until
+from pyspark_ick.values import pairs, text
 
 MEMBERS = st.sampled_from(["a", "b", "c", "d", "e", "doc:1", "doc:10", "é"])
 SCORES = st.integers(-2, 3).map(float)

@@ -21,7 +21,7 @@ from fault_proxy import FaultProxy
 from faults_support import Sink, drained, stream, wait_running
 from redis_faults import start_durable
 
-from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, scripts
+from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, lua, scripts
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.testing import RedisServer, wait_until
@@ -111,7 +111,7 @@ def test_ensure_loaded_rides_out_a_restart(durable):
         scripts.ensure_loaded(client, "ickadd", force=True)
     finally:
         back.join()
-    assert client.script_exists(scripts.sha("ickadd")) == [True]
+    assert client.script_exists(lua.sha("ickadd")) == [True]
 
 
 def test_own_pipeline_with_queue_add_works_after_a_restart(durable):

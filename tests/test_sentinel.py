@@ -38,11 +38,11 @@ from pyspark_ick import (
     Dehydrator,
     IckConfigError,
     IckConnectionError,
+    ReplicationError,
     ShardedIck,
     connect,
 )
 from pyspark_ick.connection import ConnectionSpec
-from pyspark_ick.replication import ReplicationError
 from pyspark_ick.testing import SentinelSet, free_port, start_sentinels, wait_until
 from pyspark_ick.urls import check_url, parse_sentinel, redact, secrets, where
 

@@ -29,7 +29,7 @@ from pyspark.sql.types import (
 
 from pyspark_ick import Ick, IckConfigError, ShardedIck, connect, scripts, shard_of
 from pyspark_ick.columns import pack_pairs
-from pyspark_ick.ick import pack_chunks
+from pyspark_ick.packing import pack_chunks
 from pyspark_ick.spark.ick_writer import IckCommitMessage, batch_writer, by_shard
 from pyspark_ick.testing import redis_server
 

@@ -18,10 +18,12 @@ from .errors import (
     LeaseError,
     LeaseLost,
     RedisFullError,
+    ReplicationError,
     ShardCountError,
 )
-from .ick import Ick, ShardedIck
+from .ick import Ick
 from .keys import shard_of
+from .sharded import ShardedIck
 
 __version__ = "0.1.0"
 
@@ -37,6 +39,7 @@ __all__ = [
     "LeaseError",
     "LeaseLost",
     "RedisFullError",
+    "ReplicationError",
     "ShardCountError",
     "ShardedIck",
     "connect",

@@ -29,14 +29,17 @@ from typing import Any
 
 import redis
 
-from . import scripts
-from .connection import DEFAULT_URL, Client, connect, redact
+from .clients import Client
+from .connection import DEFAULT_URL, connect, redact
 from .errors import IckConfigError, IckError
-from .ick import ShardedIck, text
 from .keys import MAX_SHARDS, check_name, check_shards
-from .observe import peek, recorded_shards, server_time, stats
+from .observe import peek, server_time, stats
 from .options import parse_duration_ms
+from .redis_errors import translate
+from .registry import shards_to_use
+from .sharded import ShardedIck
 from .urls import secrets
+from .values import text
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
 
@@ -183,7 +186,7 @@ def emit(item: Any, as_json: bool, out: Any) -> None:
 
 
 def cmd_stats(client: Client, args: argparse.Namespace) -> int:
-    shards = recorded_shards(client, args.name, args.shards)
+    shards = shards_to_use(client, args.name, args.shards)
 
     def show() -> Any:
         report = stats(client, args.name, shards)
@@ -199,7 +202,7 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_add(client: Client, args: argparse.Namespace) -> int:
-    shards = recorded_shards(client, args.name, args.shards)
+    shards = shards_to_use(client, args.name, args.shards)
     score = server_time(client) if args.score is None else args.score
     members = list(dict.fromkeys(args.members))
     new, changed = ShardedIck(client, args.name, shards).add_pairs(members, [score] * len(members))
@@ -210,7 +213,7 @@ def cmd_add(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_peek(client: Client, args: argparse.Namespace) -> int:
-    shards = recorded_shards(client, args.name, args.shards)
+    shards = shards_to_use(client, args.name, args.shards)
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit({part: [list(row) for row in rows] for part, rows in found.items()}, True, None)
@@ -239,7 +242,7 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_del(client: Client, args: argparse.Namespace) -> int:
-    shards = recorded_shards(client, args.name, args.shards)
+    shards = shards_to_use(client, args.name, args.shards)
     report = stats(client, args.name, shards)
     if not any(row["exists"] for row in report["rows"]):
         raise NotFound(f"Ick {args.name!r} does not exist")
@@ -258,14 +261,9 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
 
 
 def dehydrator(client: Client, args: argparse.Namespace) -> Any:
-    try:
-        from .dehydrator import Dehydrator
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__package__}.dehydrator":
-            raise
-        raise IckError("this install of pyspark-ick has no dehydrator client") from None
+    from .dehydrator import Dehydrator
 
-    shards = recorded_shards(client, args.name, args.shards, "dehydrator")
+    shards = shards_to_use(client, args.name, args.shards, "dehydrator")
     return Dehydrator(client, args.name, shards=shards)
 
 
@@ -493,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_NOT_FOUND
     except (IckError, redis.RedisError) as exc:
         if isinstance(exc, redis.RedisError):
-            exc = scripts.translate(exc)
+            exc = translate(exc)
         print(f"pyspark-ick: error: {scrub(str(exc), url)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

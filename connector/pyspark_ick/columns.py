@@ -1,17 +1,21 @@
-"""Arrow columns to the rows arguments of the bulk scripts (``scripts.pack_strings``): the
-Spark sinks' fast path (needs numpy and pyarrow; the plain client packs Python values
-with msgpack, ``scripts.pack_values``, and needs neither). Built column-wise by Arrow, it
-is about 4x faster on an Arrow batch than ``to_pylist`` and msgpack (docs/sizing.md);
-and Redis strings to string columns for the readers."""
+"""Arrow columns to the rows arguments of the bulk scripts: the Spark sinks' fast path
+(needs numpy and pyarrow; the plain client packs Python values with msgpack,
+packing.pack_values, and needs neither). The same msgpack array of strings, built
+column-wise by Arrow with str 32 heads, is faster on an Arrow batch than ``to_pylist`` and
+msgpack (docs/sizing.md). And Redis strings to string columns for the readers."""
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .keys import shard_of
-from .scripts import ARRAY32, MSGPACK_HEAD, STR32
+
+STR32, ARRAY32 = 0xDB, 0xDD  # msgpack str 32 and array 32
+MSGPACK_HEAD = struct.Struct(">BI").pack  # tag, then a big-endian length or count
 
 STR_HEAD = np.dtype([("tag", "u1"), ("length", ">u4")])  # msgpack str 32
 
@@ -59,7 +63,7 @@ def str_heads(column: pa.Array) -> pa.Array:
 
 
 def pack_columns(columns: list[pa.Array], chunk: int) -> list[bytes]:
-    """``scripts.pack_strings`` of the columns' values row by row, ``chunk`` rows per
+    """The msgpack array of the columns' values row by row, ``chunk`` rows per
     argument, built column-wise by Arrow: each row's heads and values joined into one
     binary value, their bytes back to back.
 

@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
@@ -19,9 +19,9 @@ from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from . import replication, retry
+from .clients import DEFAULT_RETRY_TIMEOUT, DEFAULT_WAIT_TIMEOUT, settings
 from .errors import IckConfigError
 from .redis_errors import connection_error, permanent, tls_hint, transient, unknown_service
-from .retry import DEFAULT_RETRY_TIMEOUT
 from .urls import (
     DEFAULT_URL,
     check_url,
@@ -32,10 +32,6 @@ from .urls import (
     seeds,
     where,
 )
-
-Client: TypeAlias = Any
-"""A redis-py client: ``redis.Redis`` or ``redis.RedisCluster`` (not a pipeline). Typed as
-Any: redis-py types its replies as unions with Awaitable, which every caller would cast."""
 
 
 def tls_mismatch(error: BaseException, url: str, timeout: float = 2.0) -> bool:
@@ -82,7 +78,7 @@ def connect(
     timeout: float | None = 10.0,
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT,
     wait_replicas: int = 0,
-    wait_timeout: float = replication.DEFAULT_WAIT_TIMEOUT,
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
     **kw: Any,
 ) -> redis.Redis | redis.RedisCluster:
     """A redis-py client for ``url`` (``redis://``, ``rediss://`` for TLS, ``unix://``,
@@ -124,7 +120,7 @@ def connect(
                 "redis.cluster is true"
             )
         primary = _connect_sentinel(url, options, timeout, retry_timeout)
-        retry.configure(primary, retry_timeout)
+        settings(primary).retry_timeout = retry_timeout
         replication.configure(primary, wait_replicas, wait_timeout)
         return primary
 
@@ -153,7 +149,7 @@ def connect(
     if wait_replicas and isinstance(client, redis.RedisCluster):
         client.close()
         raise IckConfigError(replication.NOT_ON_CLUSTER)
-    retry.configure(client, retry_timeout)
+    settings(client).retry_timeout = retry_timeout
     replication.configure(client, wait_replicas, wait_timeout)
     return client
 
@@ -172,17 +168,17 @@ def _connect_sentinel(
         primary.pop(key, None)
     if target.tls:
         primary["ssl"] = True
-    settings = {**primary, **options}
+    server = {**primary, **options}
     quick = min(timeout or 2.0, 2.0)  # a sentinel that does not answer is skipped quickly
     to_sentinels = {
         "socket_timeout": min(timeout or 5.0, 5.0),
         "socket_connect_timeout": quick,
         "retry": Retry(NoBackoff(), 0),
-        **{k: v for k, v in settings.items() if k.startswith("ssl")},
+        **{k: v for k, v in server.items() if k.startswith("ssl")},
         "username": target.sentinel_username,
         "password": target.sentinel_password,
     }
-    manager = Sentinel(list(target.sentinels), sentinel_kwargs=to_sentinels, **settings)
+    manager = Sentinel(list(target.sentinels), sentinel_kwargs=to_sentinels, **server)
     client = manager.master_for(target.service)
     unknown: list[Exception] = []
 
@@ -243,7 +239,7 @@ class ConnectionSpec:
     timeout: float = 10.0
     retry_timeout: float = DEFAULT_RETRY_TIMEOUT
     wait_replicas: int = 0
-    wait_timeout: float = replication.DEFAULT_WAIT_TIMEOUT
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
 
     def __repr__(self) -> str:
         return f"ConnectionSpec({redact(self.url)}, cluster={self.cluster})"

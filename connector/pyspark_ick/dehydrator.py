@@ -10,24 +10,27 @@ and persist like any Redis data. Time is Redis server time in ms; a test ``clock
 
 A logical dehydrator ``name`` of ``shards`` shards routes an id by ``shard_of(id)`` (as
 Icks route members); poll, xpoll and ttn combine the shards. ``ClaimLog`` is the source's
-per-shard claim log: due elements move into numbered claims that stay until committed.
+per-shard claim log (claims.py): due elements move into numbered claims that stay until
+committed.
 """
 
 from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from functools import cached_property
-from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from . import bounds, replication, scripts
-from .connection import Client
-from .errors import IckConfigError, ShardCountError
-from .ick import TEXTS, as_bytes, check_client, number_text, register, text, unregister
-from .keys import DehydratorKeys, check_name, check_shards, shard_count_key, shard_names, shard_of
-from .numbered_log import NumberedLog
+from . import bounds, registry, replication, scripts
+from .claims import ClaimLog, Clock
+from .clients import Client
+from .errors import IckConfigError
+from .ick import check_client
+from .keys import DehydratorKeys, check_name, check_shards, shard_names, shard_of
+from .packing import pack_values, plain_chunks
+from .pipe import run_many
+from .values import TEXTS, as_bytes, check_times, check_ttl, text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,69 +38,10 @@ if TYPE_CHECKING:
 
 ON_DUPLICATE = ("keep", "replace", "error")
 
-Clock = Callable[[], int]
-
-
-def pack_plain(
-    ids: Sequence[Any],
-    elements: Sequence[Any],
-    times: Sequence[float],
-    chunk: int = bounds.DEHYDRATOR_CHUNK,
-) -> list[bytes]:
-    """dh_push's rows arguments (time, id, element per row), ``chunk`` rows each (the
-    plain client's path: no numpy or pyarrow; the Spark sink packs Arrow columns with
-    columns.pack_rows). ``times``: finite numbers (``check_times``)."""
-    return list(plain_chunks(ids, elements, times, chunk))
-
-
-def plain_chunks(
-    ids: Sequence[Any], elements: Sequence[Any], times: Sequence[float], chunk: int
-) -> Iterator[bytes]:
-    """``pack_plain``, each argument packed as it is taken (so the next is packed while
-    Redis runs the one before): ``scripts.pack_values``, msgpack's C packer, which takes
-    str and bytes as they are."""
-    for first in range(0, len(ids), chunk):
-        last = min(first + chunk, len(ids))
-        values: list[Any] = [None] * (3 * (last - first))
-        values[::3] = [number_text(t) for t in times[first:last]]
-        values[1::3] = plain(ids[first:last])
-        values[2::3] = plain(elements[first:last])
-        yield scripts.pack_values(values)
-
-
-def plain(values: Sequence[Any]) -> list[Any]:
-    """``values`` as str or bytes (``as_bytes`` for other types)."""
-    if set(map(type, values)) <= TEXTS:
-        return list(values)
-    return [v if type(v) in TEXTS else as_bytes(v) for v in values]
-
 
 def new_id() -> str:
     """A random id for gidpush: 32 hex digits, as random as uuid4().hex and 5x cheaper."""
     return os.urandom(16).hex()
-
-
-def check_times(times: Sequence[Any]) -> list[float]:
-    """``times`` as floats; IckConfigError unless each is a finite number."""
-    try:
-        out = list(map(float, times))
-    except (TypeError, ValueError) as exc:
-        raise IckConfigError(f"times must be numbers of milliseconds: {exc}") from None
-    if not all(map(isfinite, out)):
-        raise IckConfigError("times must be finite numbers of milliseconds")
-    return out
-
-
-MAX_TTL_MS = 2**52  # due times are doubles of ms: exact up to 2**53, 142,000 years out
-
-
-def check_ttl(ttl_ms: Any, what: str = "ttl_ms") -> int:
-    """``ttl_ms`` if it is an integer from 0 to MAX_TTL_MS, else IckConfigError."""
-    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or not 0 <= ttl_ms <= MAX_TTL_MS:
-        raise IckConfigError(
-            f"{what} must be an integer from 0 to {MAX_TTL_MS} (milliseconds), got {ttl_ms!r}"
-        )
-    return ttl_ms
 
 
 class Dehydrator:
@@ -168,24 +112,10 @@ class Dehydrator:
 
     def check_shards(self) -> None:
         """Record the shard count in Redis on first use; raise if another is recorded."""
-        if self._checked:
-            return
-        recorded = int(
-            scripts.run(
-                self.client,
-                "shardcount",
-                [shard_count_key(self.name, "dehydrator")],
-                [self.shards],
-                what=self.label,
+        if not self._checked:
+            self._checked = registry.record(
+                self.client, self.name, "dehydrator", self.shards, self.label
             )
-        )
-        if recorded != self.shards:
-            raise ShardCountError(
-                f"dehydrator {self.name!r} has {recorded} shards recorded in Redis, "
-                f"but {self.shards} were given"
-            )
-        register(self.client, self.name, "dehydrator", self.label)
-        self._checked = True
 
     def _by_shard(self, ids: Iterable[Any]) -> dict[int, list[tuple[int, bytes]]]:
         """(position, id as bytes) of each id, grouped by shard."""
@@ -201,7 +131,7 @@ class Dehydrator:
         """Park ``element`` under ``id`` for ``ttl_ms`` ms; an id already parked raises."""
         # one dh_push call straight away: park's grouping costs ~10 us a call
         key = id if type(id) in TEXTS else text(id)
-        row = scripts.pack_values(
+        row = pack_values(
             [
                 str(check_ttl(ttl_ms)),
                 key,  # checked before Redis
@@ -303,7 +233,7 @@ class Dehydrator:
     ) -> tuple[int, int]:
         """dh_push the packed arguments of each shard, a call each, taken one by one
         (``overlap``, the plain client's park: each packed while Redis runs the one before,
-        scripts.run_many); (new, existing)."""
+        pipe.run_many); (new, existing)."""
         self.check_shards()
         head = [on_duplicate, self._now(), "at" if at else "delay"]
         calls = (
@@ -315,7 +245,7 @@ class Dehydrator:
         safe = on_duplicate != "error"  # "error" on a replay finds its own ids
         replies = replication.write(
             self.client,
-            lambda c: scripts.run_many(c, kept, what=self.label, replay_safe=safe, overlap=overlap),
+            lambda c: run_many(c, kept, what=self.label, replay_safe=safe, overlap=overlap),
             what=self.label,
             replay_safe=safe,
         )
@@ -357,7 +287,7 @@ class Dehydrator:
         offsets = dict.fromkeys(range(self.shards), 0)
         while offsets:
             now = self._now()
-            replies = scripts.run_many(
+            replies = run_many(
                 self.client,
                 [
                     (
@@ -392,7 +322,7 @@ class Dehydrator:
             for i in range(0, len(rows), step)
         ]
         now = self._now()
-        replies = scripts.run_many(
+        replies = run_many(
             self.client,
             [
                 ("dh_xack", self._keys[shard].store, [now, *(id for _, id in rows)])
@@ -420,7 +350,7 @@ class Dehydrator:
         now = self._now()
         waits = [
             int(r)
-            for r in scripts.run_many(
+            for r in run_many(
                 self.client, [("dh_ttn", k.store[:1], [now]) for k in self._keys], what=self.label
             )
         ]
@@ -466,83 +396,6 @@ class Dehydrator:
             removed += int(
                 scripts.run(self.client, "delete_keys", keys.fixed_keys() + claims, what=self.label)
             )
-        unregister(self.client, self.name, "dehydrator", self.label)
-        removed += int(
-            scripts.run(
-                self.client,
-                "delete_keys",
-                [shard_count_key(self.name, "dehydrator")],
-                what=self.label,
-            )
-        )
+        removed += registry.forget(self.client, self.name, "dehydrator", self.label)
         self._checked = False
         return removed
-
-
-Entry = tuple[str, int, Any]  # id, due ms, element
-
-
-class ClaimLog(NumberedLog):
-    """The claims of one dehydrator shard: the dehydrator's numbered log (numbered_log.py).
-
-    ``reserve`` moves due elements out of the live store into claim ``n + 1``; ``read``
-    returns the elements of claims ``(start, end]``; ``commit(n)`` deletes the claims up
-    to ``n``. A replay reads exactly the same elements until they are committed. An id
-    claimed twice was pushed twice, and both elements are delivered, whoever reads them:
-    claims are read apart freely (``repeated`` is 0).
-    """
-
-    head_field = "claimed"
-    reserve_script = "dh_claim"
-    commit_script = "dh_commit"
-
-    def __init__(
-        self,
-        client: Client,
-        keys: DehydratorKeys,
-        *,
-        decode: bool = True,
-        clock: Clock | None = None,
-        label: str | None = None,
-    ) -> None:
-        self.keys = keys
-        self.decode = decode
-        self.clock = clock
-        super().__init__(
-            client, keys.clog, keys.lease, label or f"dehydrator shard {keys.master!r}"
-        )
-
-    def __repr__(self) -> str:
-        return f"ClaimLog({self.keys.master!r})"
-
-    def manifest(self, number: int) -> str:
-        return self.keys.claim(number)
-
-    def reserve_keys(self, head: int) -> list[str]:
-        k = self.keys
-        return [*k.store, k.clog, k.lease, k.claim(head + 1)]
-
-    def commit_keys(self, manifests: list[str]) -> list[str]:
-        return [self.keys.clog, self.keys.lease, *manifests]
-
-    def now(self) -> str:
-        return "" if self.clock is None else str(int(self.clock()))
-
-    def read(self, start: int, end: int) -> list[Entry]:
-        """(id, due ms, element) of every element of claims ``start + 1 .. end``; a claim
-        that must exist and does not raises (NumberedLog.read_numbered)."""
-        out: list[Entry] = []
-        for _, flat in self.read_numbered(start, end):
-            for i in range(0, len(flat), 3):
-                element = text(flat[i + 2]) if self.decode else flat[i + 2]
-                out.append((text(flat[i]), int(float(flat[i + 1])), element))
-        return out
-
-    def backlog(self) -> int:
-        """How many elements of the shard are due now (not claimed yet)."""
-        return int(
-            scripts.run(self.client, "dh_backlog", [self.keys.due], [self.now()], what=self.label)
-        )
-
-    def last_claimed(self) -> int:
-        return self.counters()[0]

@@ -15,6 +15,10 @@ class IckConnectionError(IckError, ConnectionError):
     """Redis could not be reached (after retries) or refused the credentials."""
 
 
+class ReplicationError(IckConnectionError):
+    """Fewer replicas than redis.waitReplicas confirmed a write within redis.waitTimeout."""
+
+
 class IckScriptError(IckError):
     """Redis refused an operation: a wrong key type, a missing version flag, ..."""
 

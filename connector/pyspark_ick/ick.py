@@ -1,163 +1,33 @@
-"""Ick and ShardedIck: the operations of the redis-ick gem, one Lua call each."""
+"""Ick: one Ick shard with the operations of the redis-ick gem, one Lua call each, and
+the ickadd calls that the client and the sinks send."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property, partial
-from math import isnan
 from typing import Any
 
 import redis
 import redis.cluster
 
 from . import bounds, replication, scripts
-from .connection import Client
-from .errors import IckConfigError, IckScriptError, ShardCountError
-from .keys import (
-    IckKeys,
-    check_name,
-    check_shards,
-    registry_key,
-    shard_count_key,
-    shard_names,
-    shard_of,
+from .clients import Client
+from .errors import IckConfigError
+from .keys import IckKeys, check_name
+from .packing import pack_checked, pack_chunks, pack_values, packed_chunks
+from .pipe import run_many
+from .scripts import Call
+from .values import (
+    TEXTS,
+    Pairs,
+    as_bytes,
+    check_chunk,
+    check_pairs,
+    member_of,
+    pairs,
+    score_of,
+    text,
 )
-
-logger = logging.getLogger("pyspark_ick.ick")
-
-
-Pairs = list[tuple[str, float]]
-
-
-def text(value: Any) -> str:
-    """A member as ``str`` (Redis replies are bytes unless decode_responses is set); bytes
-    that are not UTF-8 surrogate-escaped, so that ``as_bytes`` gives them back."""
-    if isinstance(value, bytes | bytearray):
-        return value.decode("utf-8", "surrogateescape")
-    return str(value)
-
-
-def as_bytes(value: Any) -> bytes:
-    """A member, id or element as the bytes a script gets: bytes (bytearray, memoryview:
-    Spark's binary values) as they are, anything else its UTF-8 text (surrogate escapes
-    round trip with ``text``)."""
-    kind = type(value)
-    if kind is bytes:
-        return value
-    if kind is str:
-        return value.encode("utf-8", "surrogateescape")
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    return str(value).encode("utf-8", "surrogateescape")
-
-
-def pairs(flat: Sequence[Any]) -> Pairs:
-    """``[m1, s1, m2, s2, ...]`` -> ``[(m1, s1), ...]`` with str members, float scores."""
-    return list(zip(map(text, flat[::2]), map(float, flat[1::2]), strict=True))
-
-
-NUMBERS = frozenset({float, int})  # scores converted by float() in C, no check of each
-TEXTS = frozenset({str, bytes})  # members packed as they are (str: UTF-8, surrogate escapes)
-
-
-def check_pairs(
-    members: Sequence[Any], scores: Sequence[Any]
-) -> tuple[list[str | bytes], list[float]]:
-    """Members as str or bytes and scores as floats, checked before anything reaches
-    Redis: IckConfigError for a None member, or a score that is not a number or is NaN.
-    Infinite scores are kept: ZADD takes them (``inf``, ``-inf``), as the gem's ickadd
-    does. Members and scores of the common types are checked in C (map), not per pair."""
-    if len(members) != len(scores):
-        raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
-    floats: list[float] | None = None
-    if set(map(type, scores)) <= NUMBERS:
-        try:
-            floats = list(map(float, scores))
-        except OverflowError:  # an int beyond a double: named below
-            floats = None
-    if floats is None or any(map(isnan, floats)):
-        floats = [score_of(m, s) for m, s in zip(members, scores, strict=True)]
-    texts = members if type(members) is list else list(members)
-    if not set(map(type, texts)) <= TEXTS:
-        texts = [member_of(m) for m in texts]
-    return texts, floats
-
-
-def score_of(member: Any, score: Any) -> float:
-    """``score`` as a float; IckConfigError naming ``member`` unless it is a number, not NaN."""
-    try:
-        if isinstance(score, str | bytes):
-            raise TypeError(score)
-        value = float(score)
-        if value != value:
-            raise ValueError(score)
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise IckConfigError(
-            f"the score of member {member!r} must be a number (not NaN), got {score!r}"
-        ) from exc
-    return value
-
-
-def member_of(member: Any) -> str | bytes:
-    """A member as str or bytes (``as_bytes``); IckConfigError for None."""
-    if member is None:
-        raise IckConfigError("a member must not be None (it would be stored as the text 'None')")
-    return member if type(member) in TEXTS else as_bytes(member)
-
-
-def pack_checked(members: Sequence[str | bytes], scores: Sequence[float]) -> bytes:
-    """ickadd's one argument for checked pairs (``check_pairs``): score then member, per
-    member, a msgpack array of strings (``scripts.pack_values``: faster than
-    ``pack_strings`` for Python values), the scores in Python's float syntax (``repr``:
-    exact and shortest; ``inf``, ``-inf`` as ZADD spells them).
-
-    It costs Redis 24% less time per member than the struct layout with double scores it
-    replaced (docs/sizing.md): no Lua loop parses it and ZADD parses the scores' text as
-    it parses a client's.
-    """
-    values: list[Any] = [None] * (2 * len(scores))
-    values[::2] = map(float.__repr__, scores)
-    values[1::2] = members
-    return scripts.pack_values(values)
-
-
-def pack_pairs(members: Sequence[Any], scores: Sequence[Any]) -> bytes:
-    """ickadd's one argument for ``members`` and ``scores`` (checked: ``check_pairs``)."""
-    return pack_checked(*check_pairs(members, scores))
-
-
-def number_text(value: Any) -> bytes:
-    """A finite number as the text the scripts pass on to Redis (``repr`` of the float:
-    exact); TypeError or ValueError for anything else."""
-    if isinstance(value, str | bytes) or value - value != 0:  # NaN or infinite
-        raise ValueError(f"not a finite number: {value!r}")
-    return repr(float(value)).encode()
-
-
-def check_chunk(chunk: Any) -> int:
-    """``chunk`` if it is a positive integer, at most ``bounds.ITEMS_PER_CALL``."""
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise IckConfigError(f"chunk must be a positive integer, got {chunk!r}")
-    return min(chunk, bounds.ITEMS_PER_CALL)
-
-
-def packed_chunks(
-    members: Sequence[str | bytes], scores: Sequence[float], chunk: int
-) -> Iterator[bytes]:
-    """The ickadd arguments of checked pairs, ``chunk`` members each, packed one by one
-    as they are taken (so the next is packed while Redis runs the one before)."""
-    for i in range(0, len(members), chunk):
-        yield pack_checked(members[i : i + chunk], scores[i : i + chunk])
-
-
-def pack_chunks(
-    members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
-) -> list[bytes]:
-    """The ickadd arguments for ``members`` and ``scores``, ``chunk`` members each (at
-    most ``bounds.ITEMS_PER_CALL``: no call holds Redis long)."""
-    chunk = check_chunk(chunk)
-    return list(packed_chunks(*check_pairs(members, scores), chunk))
 
 
 def queue_add(
@@ -175,13 +45,13 @@ def queue_add(
     return len(calls)
 
 
-def add_calls(keys: IckKeys, packed: Iterable[bytes]) -> list[scripts.Call]:
+def add_calls(keys: IckKeys, packed: Iterable[bytes]) -> list[Call]:
     """One ickadd call per packed argument (``pack_chunks``, ``columns.pack_pairs``)."""
     base = keys.base
     return [("ickadd", base, [arg]) for arg in packed]
 
 
-def lazy_add_calls(keys: IckKeys, packed: Iterable[bytes]) -> Iterator[scripts.Call]:
+def lazy_add_calls(keys: IckKeys, packed: Iterable[bytes]) -> Iterator[Call]:
     """``add_calls`` as they are taken (``packed`` may be packing them lazily)."""
     base = keys.base
     return (("ickadd", base, [arg]) for arg in packed)
@@ -189,7 +59,7 @@ def lazy_add_calls(keys: IckKeys, packed: Iterable[bytes]) -> Iterator[scripts.C
 
 def add_now_calls(
     keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK
-) -> list[scripts.Call]:
+) -> list[Call]:
     """ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
     chunk = min(chunk, bounds.ITEMS_PER_CALL)
     return [
@@ -204,36 +74,6 @@ def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
         new += int(reply[0])
         changed += int(reply[1])
     return new, changed
-
-
-_unregistered: set[str] = set()  # registries this process could not write (warned once)
-
-
-def register(client: Client, name: str, kind: str, label: str) -> None:
-    """Add logical Ick (or dehydrator) ``name`` to the registry the exporter reads
-    (keys.registry_key; idempotent). A user whose ACL lacks the registry (an ACL line
-    older than docs/security.md's) is warned once, not failed: producers and consumers
-    do not need it."""
-    try:
-        scripts.command(client, partial(client.sadd, registry_key(kind), name), what=label)
-    except IckScriptError as exc:
-        if kind not in _unregistered:
-            _unregistered.add(kind)
-            logger.warning(
-                "%s: not added to %s, which the metrics exporter reads (%s); "
-                "see docs/security.md for the ACL line",
-                label,
-                registry_key(kind),
-                exc,
-            )
-
-
-def unregister(client: Client, name: str, kind: str, label: str) -> None:
-    """Remove ``name`` from the registry (its Ick or dehydrator is deleted)."""
-    try:
-        scripts.command(client, partial(client.srem, registry_key(kind), name), what=label)
-    except IckScriptError as exc:
-        logger.warning("%s: not removed from %s: %s", label, registry_key(kind), exc)
 
 
 def check_client(client: Client) -> Client:
@@ -272,7 +112,7 @@ class Ick:
         """Add members with scores; a member already queued keeps the lower score.
 
         ickadd calls of ``chunk`` members, each packed while Redis runs the one before
-        (scripts.run_many). Scores may be -inf or +inf (as ZADD and the gem take them),
+        (pipe.run_many). Scores may be -inf or +inf (as ZADD and the gem take them),
         never NaN; every score is checked before the first call. Returns (new, changed):
         members new to the pset, members whose score went down.
         """
@@ -283,7 +123,7 @@ class Ick:
             ((member, score),) = mapping.items()
             if type(score) is not float or score != score:
                 score = score_of(member, score)
-            arg = scripts.pack_values(
+            arg = pack_values(
                 [float.__repr__(score), member if type(member) in TEXTS else member_of(member)]
             )
         else:
@@ -292,7 +132,7 @@ class Ick:
                 return sum_adds(
                     replication.write(
                         self.client,
-                        lambda c: scripts.run_many(
+                        lambda c: run_many(
                             c,
                             lazy_add_calls(self.keys, packed_chunks(members, scores, chunk)),
                             what=self.label,
@@ -412,213 +252,3 @@ def parse_stats(reply: Any) -> dict[str, Any] | None:
     out["total_min"] = min(lows) if lows else None  # the gem's fields
     out["total_max"] = max(highs) if highs else None
     return out
-
-
-class ShardedIck:
-    """A logical Ick ``name`` of ``shards`` Icks; members routed by ``shard_of``."""
-
-    def __init__(self, client: Client, name: str, shards: int = 1) -> None:
-        self.client = check_client(client)
-        self.name = check_name(name)
-        self.shards = check_shards(shards)
-        self._icks = [Ick(client, key) for key in shard_names(name, shards)]
-        self._checked = False
-
-    def __repr__(self) -> str:
-        return f"ShardedIck({self.name!r}, shards={self.shards})"
-
-    @cached_property
-    def label(self) -> str:
-        """Names this logical Ick in errors."""
-        return f"Ick {self.name!r}"
-
-    def shard(self, i: int) -> Ick:
-        """The Ick of shard ``i`` (each shard has exactly one consumer)."""
-        return self._icks[i]
-
-    def shard_of(self, member: Any) -> int:
-        """The shard that ``member`` goes to (its text or its bytes)."""
-        return shard_of(as_bytes(member), self.shards)
-
-    def check_shards(self, record: bool = True) -> None:
-        """Raise ShardCountError if Redis shows another shard count; with ``record``, record
-        this one on first use.
-
-        Before the first record, the Ick's keys are checked too (producers outside Spark,
-        such as the Ruby gem, record nothing): a master key of a shard this count does not
-        have, or a sampled member that hashes to another shard, means another count.
-        """
-        if self._checked:
-            return
-        key = shard_count_key(self.name)
-        recorded = scripts.command(self.client, lambda: self.client.get(key), what=self.label)
-        if recorded is None:
-            self._check_layout()
-            if not record:
-                return
-            recorded = scripts.run(self.client, "shardcount", [key], [self.shards], what=self.label)
-        if int(recorded) != self.shards:
-            raise ShardCountError(
-                f"Ick {self.name!r} has {int(recorded)} shards recorded in Redis, "
-                f"but {self.shards} were given"
-            )
-        if record:
-            register(self.client, self.name, "ick", self.label)
-        self._checked = True
-
-    def _check_layout(self, sample: int = 16) -> None:
-        """The keys in Redis fit ``self.shards`` (see check_shards)."""
-        wrong = [self.name] if self.shards > 1 else [f"{self.name}:0", f"{self.name}:1"]
-        wrong.append(f"{self.name}:{self.shards}")
-        for other in wrong:
-            if scripts.command(self.client, partial(self.client.exists, other), what=self.label):
-                raise ShardCountError(
-                    f"Ick {self.name!r}: Redis holds {other!r}, a shard of another shard "
-                    f"count than the {self.shards} given (no count is recorded: its "
-                    "producers did not record one); give the count they used"
-                )
-        if self.shards == 1:
-            return
-        for i, ick in enumerate(self._icks):
-            for part in (ick.keys.pset, ick.keys.cset):
-                found = (
-                    scripts.command(
-                        self.client, partial(self.client.zrandmember, part, sample), what=self.label
-                    )
-                    or []
-                )
-                for member in found:
-                    if shard_of(member, self.shards) != i:
-                        raise ShardCountError(
-                            f"Ick {self.name!r}: member {text(member)!r} of shard {i} "
-                            f"belongs to shard {shard_of(member, self.shards)} of "
-                            f"{self.shards}: its producers used another shard count"
-                        )
-
-    def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
-        """Add members to their shards in bounded ickadd calls; returns (new, changed).
-        Scores may be -inf or +inf, never NaN (``Ick.add``)."""
-        return self.add_pairs(list(mapping), list(mapping.values()), chunk)
-
-    def add_pairs(
-        self, members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
-    ) -> tuple[int, int]:
-        """Add ``members[i]`` with ``scores[i]`` in bounded calls, each packed while Redis
-        runs the one before; every score is checked before Redis is touched. Returns
-        (new, changed)."""
-        texts, floats = check_pairs(members, scores)
-        chunk = check_chunk(chunk)
-        if not texts:
-            return (0, 0)
-        groups = self.group(texts, floats)
-        self.check_shards()
-        return sum_adds(
-            replication.write(
-                self.client,
-                lambda c: scripts.run_many(
-                    c,
-                    (
-                        call
-                        for i, (ms, ss) in groups.items()
-                        for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))
-                    ),
-                    what=self.label,
-                    overlap=True,
-                ),
-                what=self.label,
-            )
-        )
-
-    def add_groups(
-        self,
-        groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
-        chunk: int = bounds.ICK_CHUNK,
-    ) -> tuple[int, int]:
-        """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
-
-        Scores ``None``: Redis server time at the add. Returns (new, changed).
-        """
-        self.check_shards()
-        calls = [
-            call
-            for i, (ms, ss) in groups.items()
-            for call in (
-                add_now_calls(self._icks[i].keys, ms, chunk)
-                if ss is None
-                else add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk))
-            )
-        ]
-        return sum_adds(
-            replication.write(
-                self.client, lambda c: scripts.run_many(c, calls, what=self.label), what=self.label
-            )
-        )
-
-    def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
-        """Add ickadd arguments already packed (``columns.pack_pairs``) per shard, a call
-        each."""
-        self.check_shards()
-        return sum_adds(
-            replication.write(
-                self.client,
-                lambda c: scripts.run_many(
-                    c,
-                    [
-                        call
-                        for i, packed in groups.items()
-                        for call in add_calls(self._icks[i].keys, packed)
-                    ],
-                    what=self.label,
-                ),
-                what=self.label,
-            )
-        )
-
-    def group(
-        self, members: Sequence[str | bytes], scores: Sequence[float]
-    ) -> dict[int, tuple[list[str | bytes], list[float]]]:
-        """Members and scores grouped by shard."""
-        if self.shards == 1:
-            return {0: (list(members), list(scores))}
-        groups: dict[int, tuple[list[str | bytes], list[float]]] = {}
-        for member, score in zip(members, scores, strict=True):
-            ms, ss = groups.setdefault(shard_of(member, self.shards), ([], []))
-            ms.append(member)
-            ss.append(score)
-        return groups
-
-    def stats(self) -> dict[str, Any]:
-        """Per-shard stats (None for a shard not created yet) and their totals; checks the
-        shard count but records nothing (a reading call does not write)."""
-        self.check_shards(record=False)
-
-        per_shard = [
-            parse_stats(r)
-            for r in scripts.run_many(
-                self.client,
-                [("ickstats", ick.keys.base, ()) for ick in self._icks],
-                what=self.label,
-            )
-        ]
-        totals = {
-            name: sum(s[name] for s in per_shard if s)
-            for name in ("pset_size", "cset_size", "total_size")
-        }
-        return {"name": self.name, "shards": per_shard, **totals}
-
-    def delete(self) -> int:
-        """Remove every shard and the recorded shard count (UNLINK, as Ick.delete)."""
-        return self._remove()
-
-    def unlink(self) -> int:
-        """The same as ``delete`` (the gem's name for it)."""
-        return self._remove()
-
-    def _remove(self) -> int:
-        removed = sum(ick._remove() for ick in self._icks)
-        unregister(self.client, self.name, "ick", self.label)
-        removed += int(
-            scripts.run(self.client, "delete_keys", [shard_count_key(self.name)], what=self.label)
-        )
-        self._checked = False
-        return removed

@@ -57,6 +57,13 @@ def shard_names(name: str, shards: int) -> list[str]:
     return [f"{name}:{i}" for i in range(shards)]
 
 
+def other_count_masters(name: str, shards: int) -> list[str]:
+    """Master keys that shards of logical Ick ``name`` have under another shard count
+    but not under ``shards``: their presence means another count was used."""
+    others = [name] if shards > 1 else shard_names(name, 2)
+    return [*others, f"{name}:{shards}"]
+
+
 def shard_count_key(name: str, kind: str = "ick") -> str:
     """The small key recording the shard count of logical Ick or dehydrator ``name``."""
     return f"{name}/{kind}/shards"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import scripts
-from .connection import Client
+from .clients import Client
 
 
 @dataclass(frozen=True)

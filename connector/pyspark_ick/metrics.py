@@ -14,9 +14,10 @@ from functools import partial
 from typing import Any
 
 from . import scripts
-from .connection import Client
+from .clients import Client
 from .dehydrator import Dehydrator
-from .observe import registered, stats
+from .observe import stats
+from .registry import registered
 
 
 class Collector:

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 from . import bounds, scripts
-from .connection import Client
+from .clients import Client
 from .errors import IckError
 from .lease import Fence, Lease
 

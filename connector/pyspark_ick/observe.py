@@ -9,25 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from . import bounds, scripts
-from .connection import Client
-from .errors import ShardCountError
-from .ick import ShardedIck, pairs, text
-from .keys import check_shards, registry_key, shard_count_key
+from .clients import Client
 from .reservations import describe
+from .sharded import ShardedIck
+from .values import pairs
 
 EPOCH_2001 = 1e9  # scores above this are taken for Unix times (shown with an age)
-
-
-def recorded_shards(client: Client, name: str, given: int | None, kind: str = "ick") -> int:
-    """``given``, else the shard count recorded in Redis, else 1; raises on a mismatch."""
-    raw = client.get(shard_count_key(name, kind))
-    recorded = int(raw) if raw is not None else None
-    if given is not None and recorded is not None and given != recorded:
-        raise ShardCountError(
-            f"{'Ick' if kind == 'ick' else kind} {name!r} has {recorded} "
-            f"shards recorded in Redis, but --shards {given} was given"
-        )
-    return check_shards(given or recorded or 1)
 
 
 def server_time(client: Client) -> float:
@@ -107,16 +94,3 @@ def peek(client: Client, name: str, shards: int, n: int) -> dict[str, list[tuple
         return sorted(found, key=lambda row: (row[1], row[0]))[:n]
 
     return {"queued": lowest(queued), "reserved": lowest(reserved)}
-
-
-def registered(client: Client, kind: str = "ick") -> dict[str, int]:
-    """name -> recorded shard count of every logical Ick (``kind`` "ick") or dehydrator
-    ("dehydrator") in the registry (keys.registry_key), read in SSCAN pages; a name
-    whose shard count is gone (deleted) is left out."""
-    found: dict[str, int] = {}
-    for raw in client.sscan_iter(registry_key(kind), count=bounds.ITEMS_PER_CALL):
-        name = text(raw)
-        count = client.get(shard_count_key(name, kind))
-        if count is not None:
-            found[name] = int(count)
-    return dict(sorted(found.items()))

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import bounds
+from .clients import DEFAULT_RETRY_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from .connection import ConnectionSpec
 from .dehydrator import ON_DUPLICATE
 from .errors import IckConfigError
 from .keys import MAX_SHARDS, check_name
-from .replication import DEFAULT_WAIT_TIMEOUT
-from .retry import DEFAULT_RETRY_TIMEOUT
 from .urls import DEFAULT_URL, check_url, is_sentinel, parse_cluster, redact
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)

@@ -20,37 +20,24 @@ connections per node, and WAIT would have to run on each of them.
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
 
 from . import retry
-from .errors import IckConfigError, IckConnectionError
+from .clients import DEFAULT_WAIT_TIMEOUT, settings, share
+from .errors import IckConfigError, IckConnectionError, ReplicationError
 from .redis_errors import retryable, translate
 
 T = TypeVar("T")
-
-DEFAULT_WAIT_TIMEOUT = 5.0
-"""Seconds a write waits for its replicas (redis.waitTimeout)."""
 
 NOT_ON_CLUSTER = (
     "redis.waitReplicas is for a primary with replicas (a standalone Redis or a Sentinel "
     "URL), not for Redis Cluster: WAIT confirms only the writes of its own connection to "
     "one node, and a cluster write spreads over a connection per node; leave it at 0 there"
 )
-
-
-class ReplicationError(IckConnectionError):
-    """Fewer replicas than redis.waitReplicas confirmed a write within redis.waitTimeout."""
-
-
-_settings: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
-_spare: weakref.WeakKeyDictionary[Any, list[Pinned]] = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
 
 
 def check(replicas: Any, timeout: Any) -> None:
@@ -67,20 +54,13 @@ def configure(client: Any, replicas: int, timeout: float = DEFAULT_WAIT_TIMEOUT)
     check(replicas, timeout)
     if replicas and isinstance(client, redis.RedisCluster):
         raise IckConfigError(NOT_ON_CLUSTER)
-    _settings[client] = (replicas, float(timeout))
-
-
-def settings(client: Any) -> tuple[int, float]:
-    """(replicas, timeout in seconds) of ``client``: (0, ...) unless configured."""
-    try:
-        return _settings.get(client, (0, DEFAULT_WAIT_TIMEOUT))
-    except TypeError:  # a client that cannot be weakly referenced
-        return (0, DEFAULT_WAIT_TIMEOUT)
+    found = settings(client)
+    found.wait_replicas, found.wait_timeout = replicas, float(timeout)
 
 
 def waits(client: Any) -> bool:
     """Whether writes through ``client`` wait for replicas (and so may run again)."""
-    return settings(client)[0] > 0
+    return settings(client).wait_replicas > 0
 
 
 class Pinned(redis.Redis):
@@ -127,18 +107,19 @@ class Pinned(redis.Redis):
 
 
 def _take(client: Any) -> Pinned:
-    with _lock:
-        spare = _spare.setdefault(client, [])
-        if spare:
-            return spare.pop()
-    pinned = retry.call(lambda: Pinned(client), retry.timeout_of(client), what="Redis")
-    retry.configure(pinned, retry.timeout_of(client))
+    found = settings(client)
+    with found.lock:
+        if found.spare:
+            return found.spare.pop()  # type: ignore[no-any-return]
+    pinned = retry.call(lambda: Pinned(client), found.retry_timeout, what="Redis")
+    share(pinned, client)
     return pinned
 
 
 def _give_back(client: Any, pinned: Pinned) -> None:
-    with _lock:
-        _spare.setdefault(client, []).append(pinned)
+    found = settings(client)
+    with found.lock:
+        found.spare.append(pinned)
 
 
 def _demoted(pinned: Pinned) -> bool:
@@ -164,14 +145,15 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: boo
     ``c`` is one connection of ``client`` and ``write`` returns once WAIT saw that many
     replicas confirm them (see the module docstring). ``replay_safe``: whether running
     the write again is harmless (it is after a connection was opened again mid-write)."""
-    replicas, timeout = settings(client)
+    found = settings(client)
+    replicas, timeout = found.wait_replicas, found.wait_timeout
     if not replicas:
         return calls(client)
     try:
         pinned = _take(client)
     except redis.RedisError as exc:
         raise translate(exc, what) from exc
-    deadline = time.monotonic() + retry.timeout_of(client)
+    deadline = time.monotonic() + found.retry_timeout
     try:
         while True:
             pinned.used.clear()

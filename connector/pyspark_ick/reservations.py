@@ -15,10 +15,11 @@ from functools import partial
 from typing import Any
 
 from . import bounds, scripts
-from .connection import Client
-from .ick import Ick, text
+from .clients import Client
+from .ick import Ick
 from .keys import IckKeys, check_name
 from .numbered_log import NumberedLog
+from .values import text
 
 
 class ReservationLog(NumberedLog):

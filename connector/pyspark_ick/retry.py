@@ -3,8 +3,8 @@
 Redis restarts, fails over, migrates slots and loads its data set: for a while it refuses
 or resets connections or answers LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
 READONLY, MOVED or ASK. ``call`` rides such an outage out for ``redis.retryTimeout``
-seconds (per client: ``configure``), then raises the last error. Which errors are retried
-is redis_errors.retryable.
+seconds (per client: ``clients.settings(client).retry_timeout``), then raises the last
+error. Which errors are retried is redis_errors.retryable.
 
 A retried call may already have run on the server when its reply was lost (a timeout, a
 connection reset). Every script of the connector tolerates that (ickadd keeps the lower
@@ -19,9 +19,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .redis_errors import retryable
 
@@ -29,28 +28,8 @@ logger = logging.getLogger("pyspark_ick.retry")
 
 T = TypeVar("T")
 
-DEFAULT_RETRY_TIMEOUT = 60.0
-"""Seconds: covers a Sentinel failover at its defaults (down-after-milliseconds 30 s plus
-the election) and a Redis Cluster failover (cluster-node-timeout 15 s plus the election),
-with room for the restart of a small server that reloads its AOF."""
-
 FIRST_DELAY = 0.05
 MAX_DELAY = 2.0
-
-_timeouts: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
-
-
-def configure(client: Any, timeout: float) -> None:
-    """Retry transient errors of ``client`` for up to ``timeout`` seconds (0: never)."""
-    _timeouts[client] = timeout
-
-
-def timeout_of(client: Any) -> float:
-    """The retry timeout of ``client`` (``DEFAULT_RETRY_TIMEOUT`` unless configured)."""
-    try:
-        return _timeouts.get(client, DEFAULT_RETRY_TIMEOUT)
-    except TypeError:  # a client that cannot be weakly referenced
-        return DEFAULT_RETRY_TIMEOUT
 
 
 def call(

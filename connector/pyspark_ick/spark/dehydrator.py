@@ -54,12 +54,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..claims import ClaimLog, Entry
 from ..columns import NotUtf8, buffers, utf8
 from ..connection import ConnectionSpec
-from ..dehydrator import ClaimLog, Dehydrator, Entry
+from ..dehydrator import Dehydrator
 from ..errors import IckConfigError, IckError
-from ..ick import as_bytes
 from ..options import DH_STREAM, DH_WRITE, Options
+from ..values import as_bytes
 from .sink import BatchWriter, StreamWriter
 from .source import ReservationStreamReader, StreamOptions
 from .tables import require_options

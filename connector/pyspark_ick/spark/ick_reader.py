@@ -44,11 +44,12 @@ from pyspark.sql.types import (
 
 from ..columns import NotUtf8, utf8
 from ..errors import IckConfigError, IckError
-from ..ick import ShardedIck, text
 from ..keys import shard_names
 from ..observe import age, server_time
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
+from ..sharded import ShardedIck
+from ..values import text
 from .source import ReservationStreamReader, StreamOptions
 
 

@@ -42,9 +42,9 @@ from pyspark.sql.types import (
 from ..columns import pack_pairs
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
-from ..ick import ShardedIck
 from ..keys import shard_of
 from ..options import ICK_WRITE, Options
+from ..sharded import ShardedIck
 from .sink import BatchWriter, StreamWriter
 
 FORMAT = "ick"

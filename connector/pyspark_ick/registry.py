@@ -1,0 +1,118 @@
+"""The record of every logical Ick and dehydrator: its shard count (one small key per
+name, written on first use, checked by every later user) and the registry set the
+exporter reads instead of scanning the keyspace (keys.shard_count_key, keys.registry_key).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from functools import partial
+
+from . import bounds, scripts
+from .clients import Client
+from .errors import IckScriptError, ShardCountError
+from .keys import check_shards, registry_key, shard_count_key
+from .values import text
+
+logger = logging.getLogger("pyspark_ick.registry")
+
+KINDS = {"ick": "Ick", "dehydrator": "dehydrator"}
+
+_unregistered: set[str] = set()  # registries this process could not write (warned once)
+
+
+def mismatch(kind: str, name: str, recorded: int, given: str) -> ShardCountError:
+    """The error for a shard count ``given`` ("8", "--shards 8") that is not the one
+    recorded."""
+    return ShardCountError(
+        f"{KINDS[kind]} {name!r} has {recorded} shards recorded in Redis, but {given} "
+        f"{'was' if given.startswith('-') else 'were'} given"
+    )
+
+
+def recorded(client: Client, name: str, kind: str, label: str) -> int | None:
+    """The shard count recorded for ``name``, or None."""
+    raw = scripts.command(client, partial(client.get, shard_count_key(name, kind)), what=label)
+    return None if raw is None else int(raw)
+
+
+def record(
+    client: Client,
+    name: str,
+    kind: str,
+    shards: int,
+    label: str,
+    *,
+    write: bool = True,
+    before_first: Callable[[], None] | None = None,
+) -> bool:
+    """Raise ShardCountError unless ``shards`` is the count recorded for ``name``; with
+    ``write``, record it when none is and add ``name`` to the registry. ``before_first``
+    checks the keys before a first record (producers outside Spark record nothing).
+    Returns whether a count is recorded now."""
+    found = recorded(client, name, kind, label)
+    if found is None:
+        if before_first is not None:
+            before_first()
+        if not write:
+            return False
+        found = int(
+            scripts.run(client, "shardcount", [shard_count_key(name, kind)], [shards], what=label)
+        )
+    if found != shards:
+        raise mismatch(kind, name, found, str(shards))
+    if write:
+        register(client, name, kind, label)
+    return True
+
+
+def shards_to_use(client: Client, name: str, given: int | None, kind: str = "ick") -> int:
+    """``given``, else the shard count recorded in Redis, else 1 (what an operator's tool
+    uses); raises ShardCountError when ``given`` is not the recorded count."""
+    found = recorded(client, name, kind, f"{KINDS[kind]} {name!r}")
+    if given is not None and found is not None and given != found:
+        raise mismatch(kind, name, found, f"--shards {given}")
+    return check_shards(given or found or 1)
+
+
+def register(client: Client, name: str, kind: str, label: str) -> None:
+    """Add logical Ick (or dehydrator) ``name`` to the registry the exporter reads
+    (idempotent). A user whose ACL lacks the registry (an ACL line older than
+    docs/security.md's) is warned once, not failed: producers and consumers do not need
+    it."""
+    try:
+        scripts.command(client, partial(client.sadd, registry_key(kind), name), what=label)
+    except IckScriptError as exc:
+        if kind not in _unregistered:
+            _unregistered.add(kind)
+            logger.warning(
+                "%s: not added to %s, which the metrics exporter reads (%s); "
+                "see docs/security.md for the ACL line",
+                label,
+                registry_key(kind),
+                exc,
+            )
+
+
+def forget(client: Client, name: str, kind: str, label: str) -> int:
+    """Remove ``name`` from the registry and its recorded shard count (its Ick or
+    dehydrator is deleted); returns how many keys went (0 or 1)."""
+    try:
+        scripts.command(client, partial(client.srem, registry_key(kind), name), what=label)
+    except IckScriptError as exc:
+        logger.warning("%s: not removed from %s: %s", label, registry_key(kind), exc)
+    return int(scripts.run(client, "delete_keys", [shard_count_key(name, kind)], what=label))
+
+
+def registered(client: Client, kind: str = "ick") -> dict[str, int]:
+    """name -> recorded shard count of every logical Ick (``kind`` "ick") or dehydrator
+    ("dehydrator") in the registry, read in SSCAN pages; a name whose shard count is gone
+    (deleted) is left out."""
+    found: dict[str, int] = {}
+    for raw in client.sscan_iter(registry_key(kind), count=bounds.ITEMS_PER_CALL):
+        name = text(raw)
+        count = client.get(shard_count_key(name, kind))
+        if count is not None:
+            found[name] = int(count)
+    return dict(sorted(found.items()))

@@ -1,0 +1,216 @@
+"""ShardedIck: a logical Ick of S Ick shards, members routed by ``keys.shard_of``, its
+shard count recorded and checked in Redis (registry.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cached_property, partial
+from typing import Any
+
+from . import bounds, registry, replication, scripts
+from .clients import Client
+from .errors import ShardCountError
+from .ick import Ick, add_calls, add_now_calls, check_client, lazy_add_calls, parse_stats, sum_adds
+from .keys import check_name, check_shards, other_count_masters, shard_names, shard_of
+from .packing import pack_chunks, packed_chunks
+from .pipe import run_many
+from .values import as_bytes, check_chunk, check_pairs, text
+
+
+class ShardedIck:
+    """A logical Ick ``name`` of ``shards`` Icks; members routed by ``shard_of``."""
+
+    def __init__(self, client: Client, name: str, shards: int = 1) -> None:
+        self.client = check_client(client)
+        self.name = check_name(name)
+        self.shards = check_shards(shards)
+        self._icks = [Ick(client, key) for key in shard_names(name, shards)]
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"ShardedIck({self.name!r}, shards={self.shards})"
+
+    @cached_property
+    def label(self) -> str:
+        """Names this logical Ick in errors."""
+        return f"Ick {self.name!r}"
+
+    def shard(self, i: int) -> Ick:
+        """The Ick of shard ``i`` (each shard has exactly one consumer)."""
+        return self._icks[i]
+
+    def shard_of(self, member: Any) -> int:
+        """The shard that ``member`` goes to (its text or its bytes)."""
+        return shard_of(as_bytes(member), self.shards)
+
+    def check_shards(self, record: bool = True) -> None:
+        """Raise ShardCountError if Redis shows another shard count; with ``record``, record
+        this one on first use.
+
+        Before the first record, the Ick's keys are checked too (producers outside Spark,
+        such as the Ruby gem, record nothing): a master key of a shard this count does not
+        have, or a sampled member that hashes to another shard, means another count.
+        """
+        if self._checked:
+            return
+        self._checked = registry.record(
+            self.client,
+            self.name,
+            "ick",
+            self.shards,
+            self.label,
+            write=record,
+            before_first=self._check_layout,
+        )
+
+    def _check_layout(self, sample: int = 16) -> None:
+        """The keys in Redis fit ``self.shards`` (see check_shards)."""
+        for other in other_count_masters(self.name, self.shards):
+            if scripts.command(self.client, partial(self.client.exists, other), what=self.label):
+                raise ShardCountError(
+                    f"Ick {self.name!r}: Redis holds {other!r}, a shard of another shard "
+                    f"count than the {self.shards} given (no count is recorded: its "
+                    "producers did not record one); give the count they used"
+                )
+        if self.shards == 1:
+            return
+        for i, ick in enumerate(self._icks):
+            for part in (ick.keys.pset, ick.keys.cset):
+                found = (
+                    scripts.command(
+                        self.client, partial(self.client.zrandmember, part, sample), what=self.label
+                    )
+                    or []
+                )
+                for member in found:
+                    if shard_of(member, self.shards) != i:
+                        raise ShardCountError(
+                            f"Ick {self.name!r}: member {text(member)!r} of shard {i} "
+                            f"belongs to shard {shard_of(member, self.shards)} of "
+                            f"{self.shards}: its producers used another shard count"
+                        )
+
+    def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
+        """Add members to their shards in bounded ickadd calls; returns (new, changed).
+        Scores may be -inf or +inf, never NaN (``Ick.add``)."""
+        return self.add_pairs(list(mapping), list(mapping.values()), chunk)
+
+    def add_pairs(
+        self, members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
+    ) -> tuple[int, int]:
+        """Add ``members[i]`` with ``scores[i]`` in bounded calls, each packed while Redis
+        runs the one before; every score is checked before Redis is touched. Returns
+        (new, changed)."""
+        texts, floats = check_pairs(members, scores)
+        chunk = check_chunk(chunk)
+        if not texts:
+            return (0, 0)
+        groups = self.group(texts, floats)
+        self.check_shards()
+        return sum_adds(
+            replication.write(
+                self.client,
+                lambda c: run_many(
+                    c,
+                    (
+                        call
+                        for i, (ms, ss) in groups.items()
+                        for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))
+                    ),
+                    what=self.label,
+                    overlap=True,
+                ),
+                what=self.label,
+            )
+        )
+
+    def add_groups(
+        self,
+        groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
+        chunk: int = bounds.ICK_CHUNK,
+    ) -> tuple[int, int]:
+        """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
+
+        Scores ``None``: Redis server time at the add. Returns (new, changed).
+        """
+        self.check_shards()
+        calls = [
+            call
+            for i, (ms, ss) in groups.items()
+            for call in (
+                add_now_calls(self._icks[i].keys, ms, chunk)
+                if ss is None
+                else add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk))
+            )
+        ]
+        return sum_adds(
+            replication.write(
+                self.client, lambda c: run_many(c, calls, what=self.label), what=self.label
+            )
+        )
+
+    def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
+        """Add ickadd arguments already packed (``columns.pack_pairs``) per shard, a call
+        each."""
+        self.check_shards()
+        return sum_adds(
+            replication.write(
+                self.client,
+                lambda c: run_many(
+                    c,
+                    [
+                        call
+                        for i, packed in groups.items()
+                        for call in add_calls(self._icks[i].keys, packed)
+                    ],
+                    what=self.label,
+                ),
+                what=self.label,
+            )
+        )
+
+    def group(
+        self, members: Sequence[str | bytes], scores: Sequence[float]
+    ) -> dict[int, tuple[list[str | bytes], list[float]]]:
+        """Members and scores grouped by shard."""
+        if self.shards == 1:
+            return {0: (list(members), list(scores))}
+        groups: dict[int, tuple[list[str | bytes], list[float]]] = {}
+        for member, score in zip(members, scores, strict=True):
+            ms, ss = groups.setdefault(shard_of(member, self.shards), ([], []))
+            ms.append(member)
+            ss.append(score)
+        return groups
+
+    def stats(self) -> dict[str, Any]:
+        """Per-shard stats (None for a shard not created yet) and their totals; checks the
+        shard count but records nothing (a reading call does not write)."""
+        self.check_shards(record=False)
+
+        per_shard = [
+            parse_stats(r)
+            for r in run_many(
+                self.client,
+                [("ickstats", ick.keys.base, ()) for ick in self._icks],
+                what=self.label,
+            )
+        ]
+        totals = {
+            name: sum(s[name] for s in per_shard if s)
+            for name in ("pset_size", "cset_size", "total_size")
+        }
+        return {"name": self.name, "shards": per_shard, **totals}
+
+    def delete(self) -> int:
+        """Remove every shard and the recorded shard count (UNLINK, as Ick.delete)."""
+        return self._remove()
+
+    def unlink(self) -> int:
+        """The same as ``delete`` (the gem's name for it)."""
+        return self._remove()
+
+    def _remove(self) -> int:
+        removed = sum(ick._remove() for ick in self._icks)
+        removed += registry.forget(self.client, self.name, "ick", self.label)
+        self._checked = False
+        return removed
