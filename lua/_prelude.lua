@@ -1,12 +1,12 @@
--- Shared helpers, prepended by scripts.py to every script in this folder.
+-- Shared helpers: lua.py prepends to each script of this folder the blocks it uses.
 -- ick_open(master, pset, cset, create): checks the version flag of one Ick.
 --   Returns true when the Ick exists, false when it does not (and create is false).
 --   Raises when `master` holds something other than "ick.v1", when a pset/cset
 --   exists without the flag, or when the pset/cset is not a sorted set (never
 --   repaired silently). With create, writes the flag.
 -- Errors: every refusal a script raises is "ICK <message>" (ick_fail), parsed in one
--- place, scripts.translate: "ICK LEASE busy|lost <expires_in_ms> <ms_since_renewal>
--- <renewed_at_ms> <gone_after_ms> <owner>" (lease_fail) becomes LeaseBusy / LeaseError,
+-- place, redis_errors.translate: "ICK LEASE busy|lost <expires_in_ms> <ms_since_renewal>
+-- <renewed_at_ms> <gone_after_ms> <owner>" (lease_fail) becomes LeaseBusy / LeaseLost,
 -- any other "ICK <message>" (naming its keys) IckScriptError.
 local function ick_fail(msg)
   error('ICK ' .. msg, 0)

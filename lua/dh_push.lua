@@ -4,7 +4,7 @@
 --         (replace sets the new element and due time; ids repeated in ARGV count too)
 -- ARGV[2] now in ms, or "" for Redis server time (a test clock passes it)
 -- ARGV[3] "delay": each time is ms from now | "at": each time is a due time in epoch ms
--- ARGV[4] the rows (pyspark_ick.dehydrator.pack_plain): one msgpack array of strings,
+-- ARGV[4] the rows (pyspark_ick.packing.plain_chunks): one msgpack array of strings,
 --         time1, id1, element1, time2, ...; any number (chunked). Decoded in C; a due
 --         time is formatted once per distinct time (a sink's delay is one for all rows).
 -- returns {new, existing}: ids that were not parked, ids that were (kept or replaced)

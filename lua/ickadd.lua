@@ -1,6 +1,6 @@
 -- ickadd: add (score, member) pairs to the pset, keeping the lower score (write-folding).
 -- KEYS[1] master key (version flag), KEYS[2] pset, KEYS[3] cset
--- ARGV[1] the pairs (pyspark_ick.ick.pack_pairs): one msgpack array of strings, score1,
+-- ARGV[1] the pairs (pyspark_ick.packing.pack_pairs): one msgpack array of strings, score1,
 --         member1, score2, member2, ...; any number (chunked). Decoded in C, and ZADD
 --         parses the scores as it parses a client's: no Lua loop, no float conversion.
 -- returns {new, changed}: members new to the pset, members whose score went down

@@ -14,7 +14,7 @@ import pytest
 
 from pyspark_ick import Dehydrator, ShardedIck
 from pyspark_ick.keys import DehydratorKeys, shard_names
-from pyspark_ick.spark.dehydrator import content_id
+from pyspark_ick.spark.dehydrator_writer import content_id
 from pyspark_ick.testing import wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rehydrate.py"
@@ -154,7 +154,12 @@ def test_sink_rejects_bad_options_and_schemas_on_the_driver(
     [
         ("element string, delayMs long", (None, 5), "column 'element' has 1 null value"),
         ("id string, element string, delayMs long", (None, "x", 5), "column 'id' has 1 null"),
-        ("element string, delayMs long", ("x", -1), "column 'delayMs' has 1 negative value"),
+        ("element string, delayMs long", ("x", -1), "column 'delayMs' has 1 value outside 0 to"),
+        (
+            "element string, delayMs long",
+            ("x", 9 * 10**18),
+            r"column 'delayMs' has 1 value outside 0 to 4503599627370496 .* at most",
+        ),
         ("element string, releaseAt timestamp", ("x", None), "column 'releaseAt' has 1 null"),
     ],
 )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark_ick import Dehydrator, ShardedIck, bounds
-from pyspark_ick.spark.dehydrator import source_schema
-from pyspark_ick.spark.dehydrator import stream_reader as dehydrator_reader
+from pyspark_ick.spark.dehydrator_reader import source_schema
+from pyspark_ick.spark.dehydrator_reader import stream_reader as dehydrator_reader
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
 from pyspark_ick.spark.source import ShardRange, ShardRanges, group
 

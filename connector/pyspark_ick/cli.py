@@ -267,12 +267,16 @@ def dehydrator(client: Client, args: argparse.Namespace) -> Any:
     return Dehydrator(client, args.name, shards=shards)
 
 
-def cmd_look(client: Client, args: argparse.Namespace) -> int:
-    element = dehydrator(client, args).look(args.id)
+def show_element(element: Any, args: argparse.Namespace) -> int:
+    """Print the element of ``args.id`` (NotFound when None)."""
     if element is None:
         raise NotFound(f"dehydrator {args.name!r} holds no id {args.id!r}")
     print(text(element))
     return 0
+
+
+def cmd_look(client: Client, args: argparse.Namespace) -> int:
+    return show_element(dehydrator(client, args).look(args.id), args)
 
 
 def cmd_ttn(client: Client, args: argparse.Namespace) -> int:
@@ -287,11 +291,7 @@ def cmd_push(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_pull(client: Client, args: argparse.Namespace) -> int:
-    element = dehydrator(client, args).pull(args.id)
-    if element is None:
-        raise NotFound(f"dehydrator {args.name!r} holds no id {args.id!r}")
-    print(text(element))
-    return 0
+    return show_element(dehydrator(client, args).pull(args.id), args)
 
 
 # --- argument parsing ---------------------------------------------------------------------

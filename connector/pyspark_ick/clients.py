@@ -14,6 +14,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+import redis
+import redis.cluster
+
+from .errors import IckConfigError
+
 Client: TypeAlias = Any
 """A redis-py client: ``redis.Redis`` or ``redis.RedisCluster`` (not a pipeline). Typed as
 Any: redis-py types its replies as unions with Awaitable, which every caller would cast."""
@@ -63,3 +68,15 @@ def share(client: Client, parent: Client) -> None:
     """Give ``client`` the settings of ``parent`` (a client of the same server: a
     one-connection client of its pool)."""
     setattr(client, ATTRIBUTE, settings(parent))
+
+
+def check_client(client: Client) -> Client:
+    """``client`` if it is a client, not a pipeline (whose calls return no replies)."""
+    if isinstance(client, (redis.client.Pipeline, redis.cluster.ClusterPipeline)):
+        raise IckConfigError(
+            "Icks and dehydrators need a client, not a pipeline: each call is already one "
+            "round trip (a Lua script) and needs its reply. To batch adds, pass many "
+            "members to one add(); to mix them into a pipeline of your own, queue "
+            "pyspark_ick.ick.queue_add(pipe, Ick(client, key).keys, members, scores)"
+        )
+    return client

@@ -7,11 +7,13 @@ msgpack (docs/sizing.md). And Redis strings to string columns for the readers.""
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import IckError
 from .keys import shard_of
 
 STR32, ARRAY32 = 0xDB, 0xDD  # msgpack str 32 and array 32
@@ -30,18 +32,13 @@ def buffers(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-class NotUtf8(ValueError):
-    """A Redis string that is not UTF-8 where a string column was wanted."""
-
-    def __init__(self, index: int, value: bytes) -> None:
-        super().__init__(f"{value!r} (value {index}) is not UTF-8")
-        self.index = index
-        self.value = value
-
-
-def utf8(raw: pa.Array) -> pa.Array:
-    """Binary ``raw`` as a string array, its UTF-8 checked by Arrow (no Python per value);
-    NotUtf8 naming the first value that is not UTF-8."""
+def utf8(
+    raw: pa.Array, where: str, what: Callable[[int, bytes], str], option: str, kept: str = ""
+) -> pa.Array:
+    """Binary ``raw`` as a string array, its UTF-8 checked by Arrow (no Python per value).
+    A value that is not UTF-8 is an IckError: ``where``: ``what(index, value)`` is not
+    UTF-8 text, naming ``option`` (``memberType``...) that reads it as binary; ``kept``
+    (a stream's "reservation", "claim") says that nothing of the batch was lost."""
     try:
         return raw.cast(pa.string())
     except pa.ArrowInvalid:
@@ -49,7 +46,15 @@ def utf8(raw: pa.Array) -> pa.Array:
             try:
                 value.decode("utf-8")
             except UnicodeDecodeError:
-                raise NotUtf8(i, value) from None
+                how = (
+                    f"restart the query with option {option}=binary to read it (nothing is "
+                    f"lost: the {kept} stays until a batch delivers it)"
+                    if kept
+                    else f"read with option {option}=binary"
+                )
+                raise IckError(
+                    f"{where}: {what(i, value)} is not UTF-8 text, so it cannot be a string: " + how
+                ) from None
         raise
 
 

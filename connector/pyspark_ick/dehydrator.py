@@ -19,17 +19,16 @@ from __future__ import annotations
 import heapq
 import os
 from collections.abc import Iterable, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from . import bounds, registry, replication, scripts
+from . import bounds, replication, scripts
 from .claims import ClaimLog, Clock
 from .clients import Client
 from .errors import IckConfigError
-from .ick import check_client
-from .keys import DehydratorKeys, check_name, check_shards, shard_names, shard_of
+from .keys import DehydratorKeys, shard_names, shard_of
 from .packing import pack_values, plain_chunks
 from .pipe import run_many
+from .registry import LogicalName
 from .values import TEXTS, as_bytes, check_times, check_ttl, text
 
 if TYPE_CHECKING:
@@ -44,12 +43,14 @@ def new_id() -> str:
     return os.urandom(16).hex()
 
 
-class Dehydrator:
+class Dehydrator(LogicalName):
     """ReDe's commands on a logical dehydrator of ``shards`` shards.
 
     Elements are returned as ``str`` (``decode=False``: ``bytes``). ``clock`` (tests only)
     returns "now" in ms for the scripts instead of Redis server time.
     """
+
+    kind = "dehydrator"
 
     def __init__(
         self,
@@ -60,21 +61,10 @@ class Dehydrator:
         decode: bool = True,
         clock: Clock | None = None,
     ) -> None:
-        self.client = check_client(client)
-        self.name = check_name(name, "dehydrator name")
-        self.shards = check_shards(shards)
+        super().__init__(client, name, shards)
         self.decode = decode
         self.clock = clock
         self._keys = [DehydratorKeys(m) for m in shard_names(self.name, self.shards)]
-        self._checked = False
-
-    def __repr__(self) -> str:
-        return f"Dehydrator({self.name!r}, shards={self.shards})"
-
-    @cached_property
-    def label(self) -> str:
-        """Names this dehydrator in errors."""
-        return f"dehydrator {self.name!r}"
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -93,10 +83,6 @@ class Dehydrator:
         """The keys of the shard that ``id`` goes to."""
         return self._keys[self.shard_of(id)]
 
-    def shard_of(self, id: Any) -> int:
-        """The shard that ``id`` goes to (its text or its bytes)."""
-        return shard_of(as_bytes(id), self.shards)
-
     def claim_log(self, i: int) -> ClaimLog:
         """The claim log of shard ``i`` (what the streaming source consumes).
 
@@ -109,13 +95,6 @@ class Dehydrator:
             clock=self.clock,
             label=f"dehydrator {self.name!r} shard {i}",
         )
-
-    def check_shards(self) -> None:
-        """Record the shard count in Redis on first use; raise if another is recorded."""
-        if not self._checked:
-            self._checked = registry.record(
-                self.client, self.name, "dehydrator", self.shards, self.label
-            )
 
     def _by_shard(self, ids: Iterable[Any]) -> dict[int, list[tuple[int, bytes]]]:
         """(position, id as bytes) of each id, grouped by shard."""
@@ -256,17 +235,7 @@ class Dehydrator:
 
     def pull(self, id: Any) -> Any:
         """Remove and return the element of ``id``, due or not; None when it is not parked."""
-        self.check_shards()
-        return self._out(
-            scripts.run(
-                self.client,
-                "dh_pull",
-                self.keys_of(id).store,
-                [as_bytes(id)],
-                what=self.label,
-                replay_safe=False,
-            )[0]
-        )
+        return self._out(self._on_shard_of(id, "dh_pull", replay_safe=False)[0])
 
     def poll(self) -> list[Any]:
         """Remove and return every due element, earliest due first."""
@@ -359,15 +328,19 @@ class Dehydrator:
 
     def update(self, id: Any, element: str | bytes) -> Any:
         """Replace the element of parked ``id`` (keeping its due time); returns the old one."""
+        return self._out(self._on_shard_of(id, "dh_update", element))
+
+    def _on_shard_of(self, id: Any, script: str, *more: Any, replay_safe: bool = True) -> Any:
+        """The reply of ``script`` on the shard of ``id`` with ARGV ``id, *more`` (bytes)."""
         self.check_shards()
-        return self._out(
-            scripts.run(
-                self.client,
-                "dh_update",
-                self.keys_of(id).store,
-                [as_bytes(id), as_bytes(element)],
-                what=self.label,
-            )
+        args = [as_bytes(id), *map(as_bytes, more)]
+        return scripts.run(
+            self.client,
+            script,
+            self.keys_of(id).store,
+            args,
+            what=self.label,
+            replay_safe=replay_safe,
         )
 
     # --- operations ------------------------------------------------------------------------
@@ -396,6 +369,4 @@ class Dehydrator:
             removed += int(
                 scripts.run(self.client, "delete_keys", keys.fixed_keys() + claims, what=self.label)
             )
-        removed += registry.forget(self.client, self.name, "dehydrator", self.label)
-        self._checked = False
-        return removed
+        return removed + self.forget()

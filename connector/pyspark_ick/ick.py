@@ -7,11 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property, partial
 from typing import Any
 
-import redis
-import redis.cluster
-
 from . import bounds, replication, scripts
-from .clients import Client
+from .clients import Client, check_client
 from .errors import IckConfigError
 from .keys import IckKeys, check_name
 from .packing import pack_checked, pack_chunks, pack_values, packed_chunks
@@ -74,18 +71,6 @@ def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
         new += int(reply[0])
         changed += int(reply[1])
     return new, changed
-
-
-def check_client(client: Client) -> Client:
-    """``client`` if it is a client, not a pipeline (whose calls return no replies)."""
-    if isinstance(client, (redis.client.Pipeline, redis.cluster.ClusterPipeline)):
-        raise IckConfigError(
-            "Icks and dehydrators need a client, not a pipeline: each call is already one "
-            "round trip (a Lua script) and needs its reply. To batch adds, pass many "
-            "members to one add(); to mix them into a pipeline of your own, queue "
-            "pyspark_ick.ick.queue_add(pipe, Ick(client, key).keys, members, scores)"
-        )
-    return client
 
 
 class Ick:

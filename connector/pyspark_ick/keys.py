@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import ClassVar
 
 from .errors import IckConfigError
 
@@ -78,96 +79,78 @@ def registry_key(kind: str = "ick") -> str:
     return REGISTRY_PREFIX + kind
 
 
+class Part:
+    """A key of a shard, named by its suffix (``pset``: ``K/ick/{K}/pset``); what it holds
+    is its docstring."""
+
+    def __init__(self, suffix: str, doc: str) -> None:
+        self.suffix, self.__doc__ = suffix, doc
+
+    def __get__(self, keys: ShardKeys, owner: type | None = None) -> str:
+        return keys.key(self.suffix)
+
+
 @dataclass(frozen=True)
-class IckKeys:
-    """Every key of one Ick shard."""
+class ShardKeys:
+    """The keys of one shard: ``{master}/{part}/{{{master}}}/...``, all on the slot of
+    ``master`` (its hash tag); ``part`` is "ick" or "dh"."""
 
     master: str
+    part: ClassVar[str]
+    numbered: ClassVar[str]  # "resv", "claim": the manifests of the shard's numbered log
+    fixed: ClassVar[tuple[str, ...]]  # the attributes naming the keys without a number
 
-    @property
-    def _prefix(self) -> str:
-        return f"{self.master}/ick/{{{self.master}}}/"
+    def key(self, suffix: str) -> str:
+        """The key ``suffix`` of this shard."""
+        return f"{self.master}/{self.part}/{{{self.master}}}/{suffix}"
 
-    @property
-    def pset(self) -> str:
-        return self._prefix + "pset"
+    def manifest(self, number: int) -> str:
+        """List: the manifest of number ``number`` of the shard's numbered log."""
+        return self.key(f"{self.numbered}:{number}")
 
-    @property
-    def cset(self) -> str:
-        return self._prefix + "cset"
+    def fixed_keys(self) -> list[str]:
+        """Every key of the shard whose name does not depend on a number."""
+        return [getattr(self, name) for name in self.fixed]
+
+    lease = Part("lease", "Hash: owner, fencing token and expiry of the consumer lease.")
+
+
+@dataclass(frozen=True)
+class IckKeys(ShardKeys):
+    """Every key of one Ick shard (the gem's layout: ``K/ick/{K}/pset``, ``.../cset``)."""
+
+    part: ClassVar[str] = "ick"
+    numbered: ClassVar[str] = "resv"
+    fixed: ClassVar[tuple[str, ...]] = ("master", "pset", "cset", "rlog", "lease", "held")
+
+    pset = Part("pset", "Sorted set: the producer set, member -> score.")
+    cset = Part("cset", "Sorted set: the members reserved, not committed.")
+    rlog = Part("rlog", "Hash: the reservation log's counters (last reserved, committed).")
+    held = Part("held", "Hash: member -> how many more open reservations hold it.")
 
     @property
     def base(self) -> tuple[str, str, str]:
         """master, pset, cset: the KEYS of the gem's scripts."""
         return (self.master, self.pset, self.cset)
 
-    @property
-    def rlog(self) -> str:
-        """Hash: the reservation log's counters (last reserved, last committed)."""
-        return self._prefix + "rlog"
-
-    def reservation(self, number: int) -> str:
-        """List: the manifest (member, score, ... by score) of reservation ``number``."""
-        return f"{self._prefix}resv:{number}"
-
-    @property
-    def held(self) -> str:
-        """Hash: member -> how many more open reservations hold it than the first one."""
-        return self._prefix + "held"
-
-    @property
-    def lease(self) -> str:
-        """Hash: owner, fencing token and expiry of the consumer lease."""
-        return self._prefix + "lease"
-
-    def fixed_keys(self) -> list[str]:
-        """Every key of the Ick whose name does not depend on a number."""
-        return [self.master, self.pset, self.cset, self.rlog, self.lease, self.held]
+    reservation = ShardKeys.manifest  # member, score, ... by score
 
 
 @dataclass(frozen=True)
-class DehydratorKeys:
-    """Every key of one dehydrator shard (all on the slot of ``master``)."""
+class DehydratorKeys(ShardKeys):
+    """Every key of one dehydrator shard."""
 
-    master: str
+    part: ClassVar[str] = "dh"
+    numbered: ClassVar[str] = "claim"
+    fixed: ClassVar[tuple[str, ...]] = ("due", "elements", "clog", "lease")
 
-    @property
-    def _prefix(self) -> str:
-        return f"{self.master}/dh/{{{self.master}}}/"
-
-    def key(self, suffix: str) -> str:
-        """A key of this dehydrator shard; the dehydrator module names its own parts."""
-        return self._prefix + suffix
-
-    @property
-    def due(self) -> str:
-        """Sorted set: id -> due time (ms since the epoch) of every parked element."""
-        return self.key("due")
-
-    @property
-    def elements(self) -> str:
-        """Hash: id -> element of every parked element."""
-        return self.key("elements")
+    due = Part("due", "Sorted set: id -> due time (ms since the epoch) of every element.")
+    elements = Part("elements", "Hash: id -> element of every parked element.")
+    clog = Part("clog", "Hash: the claim log's counters (last claimed, last committed).")
 
     @property
     def store(self) -> tuple[str, str]:
         """due, elements: the KEYS of the dehydrator's scripts."""
         return (self.due, self.elements)
 
-    @property
-    def clog(self) -> str:
-        """Hash: the claim log's counters (last claimed, last committed)."""
-        return self.key("clog")
-
-    def claim(self, number: int) -> str:
-        """List: the manifest (id, due, element, ...) of claim ``number``."""
-        return self.key(f"claim:{number}")
-
-    @property
-    def lease(self) -> str:
-        """Hash: owner, fencing token and expiry of the source's lease."""
-        return self.key("lease")
-
-    def fixed_keys(self) -> list[str]:
-        """Every key of the shard whose name does not depend on a number."""
-        return [self.due, self.elements, self.clog, self.lease]
+    claim = ShardKeys.manifest  # id, due, element, ...

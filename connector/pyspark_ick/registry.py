@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
+from functools import cached_property, partial
+from typing import Any, ClassVar
 
 from . import bounds, scripts
-from .clients import Client
+from .clients import Client, check_client
 from .errors import IckScriptError, ShardCountError
-from .keys import check_shards, registry_key, shard_count_key
-from .values import text
+from .keys import check_name, check_shards, registry_key, shard_count_key, shard_of
+from .values import as_bytes, text
 
 logger = logging.getLogger("pyspark_ick.registry")
 
@@ -37,7 +38,7 @@ def recorded(client: Client, name: str, kind: str, label: str) -> int | None:
     return None if raw is None else int(raw)
 
 
-def record(
+def record_count(
     client: Client,
     name: str,
     kind: str,
@@ -116,3 +117,53 @@ def registered(client: Client, kind: str = "ick") -> dict[str, int]:
         if count is not None:
             found[name] = int(count)
     return dict(sorted(found.items()))
+
+
+class LogicalName:
+    """A logical Ick or dehydrator: ``name`` of ``shards`` shards on ``client``, items
+    routed by ``keys.shard_of``, its shard count recorded in Redis on first use
+    (``check_shards``)."""
+
+    kind: ClassVar[str]  # "ick" or "dehydrator"
+
+    def __init__(self, client: Client, name: str, shards: int = 1) -> None:
+        self.client = check_client(client)
+        self.name = check_name(name, f"{KINDS[self.kind]} name")
+        self.shards = check_shards(shards)
+        self._checked = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, shards={self.shards})"
+
+    @cached_property
+    def label(self) -> str:
+        """Names this logical Ick or dehydrator in errors."""
+        return f"{KINDS[self.kind]} {self.name!r}"
+
+    def shard_of(self, item: Any) -> int:
+        """The shard that ``item`` (a member or an id: its text or its bytes) goes to."""
+        return shard_of(as_bytes(item), self.shards)
+
+    def check_shards(self, record: bool = True) -> None:
+        """Raise ShardCountError if Redis shows another shard count; with ``record``,
+        record this one on first use (``check_layout`` first)."""
+        if not self._checked:
+            self._checked = record_count(
+                self.client,
+                self.name,
+                self.kind,
+                self.shards,
+                self.label,
+                write=record,
+                before_first=self.check_layout,
+            )
+
+    def check_layout(self) -> None:
+        """Before a first record: raise ShardCountError if the keys in Redis show another
+        shard count (nothing to check by default)."""
+
+    def forget(self) -> int:
+        """Drop the recorded shard count and the registry entry (after a delete); returns
+        how many keys went."""
+        self._checked = False
+        return forget(self.client, self.name, self.kind, self.label)

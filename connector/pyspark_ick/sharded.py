@@ -3,68 +3,39 @@ shard count recorded and checked in Redis (registry.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from functools import cached_property, partial
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
-from . import bounds, registry, replication, scripts
+from . import bounds, replication, scripts
 from .clients import Client
 from .errors import ShardCountError
-from .ick import Ick, add_calls, add_now_calls, check_client, lazy_add_calls, parse_stats, sum_adds
-from .keys import check_name, check_shards, other_count_masters, shard_names, shard_of
+from .ick import Ick, add_calls, add_now_calls, lazy_add_calls, parse_stats, sum_adds
+from .keys import other_count_masters, shard_names, shard_of
 from .packing import pack_chunks, packed_chunks
 from .pipe import run_many
-from .values import as_bytes, check_chunk, check_pairs, text
+from .registry import LogicalName
+from .scripts import Call
+from .values import check_chunk, check_pairs, text
 
 
-class ShardedIck:
+class ShardedIck(LogicalName):
     """A logical Ick ``name`` of ``shards`` Icks; members routed by ``shard_of``."""
 
+    kind = "ick"
+
     def __init__(self, client: Client, name: str, shards: int = 1) -> None:
-        self.client = check_client(client)
-        self.name = check_name(name)
-        self.shards = check_shards(shards)
-        self._icks = [Ick(client, key) for key in shard_names(name, shards)]
-        self._checked = False
-
-    def __repr__(self) -> str:
-        return f"ShardedIck({self.name!r}, shards={self.shards})"
-
-    @cached_property
-    def label(self) -> str:
-        """Names this logical Ick in errors."""
-        return f"Ick {self.name!r}"
+        super().__init__(client, name, shards)
+        self._icks = [Ick(client, key) for key in shard_names(self.name, self.shards)]
 
     def shard(self, i: int) -> Ick:
         """The Ick of shard ``i`` (each shard has exactly one consumer)."""
         return self._icks[i]
 
-    def shard_of(self, member: Any) -> int:
-        """The shard that ``member`` goes to (its text or its bytes)."""
-        return shard_of(as_bytes(member), self.shards)
-
-    def check_shards(self, record: bool = True) -> None:
-        """Raise ShardCountError if Redis shows another shard count; with ``record``, record
-        this one on first use.
-
-        Before the first record, the Ick's keys are checked too (producers outside Spark,
+    def check_layout(self, sample: int = 16) -> None:
+        """Before a first record, the Ick's keys are checked (producers outside Spark,
         such as the Ruby gem, record nothing): a master key of a shard this count does not
-        have, or a sampled member that hashes to another shard, means another count.
-        """
-        if self._checked:
-            return
-        self._checked = registry.record(
-            self.client,
-            self.name,
-            "ick",
-            self.shards,
-            self.label,
-            write=record,
-            before_first=self._check_layout,
-        )
-
-    def _check_layout(self, sample: int = 16) -> None:
-        """The keys in Redis fit ``self.shards`` (see check_shards)."""
+        have, or a sampled member that hashes to another shard, means another count."""
         for other in other_count_masters(self.name, self.shards):
             if scripts.command(self.client, partial(self.client.exists, other), what=self.label):
                 raise ShardCountError(
@@ -106,22 +77,13 @@ class ShardedIck:
         if not texts:
             return (0, 0)
         groups = self.group(texts, floats)
-        self.check_shards()
-        return sum_adds(
-            replication.write(
-                self.client,
-                lambda c: run_many(
-                    c,
-                    (
-                        call
-                        for i, (ms, ss) in groups.items()
-                        for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))
-                    ),
-                    what=self.label,
-                    overlap=True,
-                ),
-                what=self.label,
-            )
+        return self._add(
+            lambda: (
+                call
+                for i, (ms, ss) in groups.items()
+                for call in lazy_add_calls(self._icks[i].keys, packed_chunks(ms, ss, chunk))
+            ),
+            overlap=True,
         )
 
     def add_groups(
@@ -133,7 +95,6 @@ class ShardedIck:
 
         Scores ``None``: Redis server time at the add. Returns (new, changed).
         """
-        self.check_shards()
         calls = [
             call
             for i, (ms, ss) in groups.items()
@@ -143,28 +104,24 @@ class ShardedIck:
                 else add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk))
             )
         ]
-        return sum_adds(
-            replication.write(
-                self.client, lambda c: run_many(c, calls, what=self.label), what=self.label
-            )
-        )
+        return self._add(lambda: calls)
 
     def add_packed(self, groups: Mapping[int, Sequence[bytes]]) -> tuple[int, int]:
         """Add ickadd arguments already packed (``columns.pack_pairs``) per shard, a call
         each."""
+        calls = [
+            call for i, packed in groups.items() for call in add_calls(self._icks[i].keys, packed)
+        ]
+        return self._add(lambda: calls)
+
+    def _add(self, calls: Callable[[], Iterable[Call]], overlap: bool = False) -> tuple[int, int]:
+        """Send the ickadd ``calls()`` (made again if a replicated write runs again) after
+        the shard-count check; (new, changed)."""
         self.check_shards()
         return sum_adds(
             replication.write(
                 self.client,
-                lambda c: run_many(
-                    c,
-                    [
-                        call
-                        for i, packed in groups.items()
-                        for call in add_calls(self._icks[i].keys, packed)
-                    ],
-                    what=self.label,
-                ),
+                lambda c: run_many(c, calls(), what=self.label, overlap=overlap),
                 what=self.label,
             )
         )
@@ -210,7 +167,4 @@ class ShardedIck:
         return self._remove()
 
     def _remove(self) -> int:
-        removed = sum(ick._remove() for ick in self._icks)
-        removed += registry.forget(self.client, self.name, "ick", self.label)
-        self._checked = False
-        return removed
+        return sum(ick._remove() for ick in self._icks) + self.forget()

@@ -33,7 +33,10 @@ def max_rows(limit: ReadLimit) -> int | None:
         return int(limit.max_rows)
     if isinstance(limit, ReadAllAvailable):
         return None
-    raise ValueError(f"read limit {limit!r} is not supported (use maxMembersPerTrigger)")
+    raise ValueError(
+        f"read limit {limit!r} is not supported: a batch is capped by the source's option "
+        "maxMembersPerTrigger (format 'ick') or maxElementsPerTrigger (format 'dehydrator')"
+    )
 
 
 class Driver:

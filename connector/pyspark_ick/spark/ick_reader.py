@@ -42,8 +42,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from ..columns import NotUtf8, utf8
-from ..errors import IckConfigError, IckError
+from ..columns import utf8
+from ..errors import IckConfigError
 from ..keys import shard_names
 from ..observe import age, server_time
 from ..options import ICK_READ, ICK_STREAM, Options
@@ -87,7 +87,6 @@ def snapshot_schema(binary: bool = False) -> StructType:
 
 
 STREAM_SCHEMA = stream_schema()
-SNAPSHOT_COLUMNS = snapshot_columns()
 SNAPSHOT_SCHEMA = snapshot_schema()
 ARROW_TYPES = {
     "member": pa.string(),
@@ -153,15 +152,13 @@ def arrow_batches(
         return
     column = pa.array(members, pa.binary())
     if not binary:
-        try:
-            column = utf8(column)
-        except NotUtf8 as bad:
-            raise IckError(
-                f"{label or f'Ick shard {shard}'}: member {bad.value!r} (reservation "
-                f"{numbers[bad.index]}) is not UTF-8 text, so it cannot be a string: restart "
-                "the query with option memberType=binary to read it (nothing is lost: the "
-                "reservation stays until a batch delivers it)"
-            ) from None
+        column = utf8(
+            column,
+            label or f"Ick shard {shard}",
+            lambda i, member: f"member {member!r} (reservation {numbers[i]})",
+            "memberType",
+            "reservation",
+        )
     table = pa.table(
         {
             "member": column,
@@ -258,13 +255,12 @@ class IckSnapshotReader(DataSourceReader):
         queued = len(pset) // 2
         column = pa.array(members, pa.binary())
         if not self.opts.binary:
-            try:
-                column = utf8(column)
-            except NotUtf8 as bad:
-                raise IckError(
-                    f"{self.opts.label(partition.shard)}: member {bad.value!r} is not UTF-8 "
-                    "text, so it cannot be a string: read with option memberType=binary"
-                ) from None
+            column = utf8(
+                column,
+                self.opts.label(partition.shard),
+                lambda _, member: f"member {member!r}",
+                "memberType",
+            )
         data = {
             "score": [float(s) for s in pset[1::2]] + [float(s) for s in cset[1::2]],
             "shard": [partition.shard] * len(members),

@@ -19,7 +19,6 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import (
     BinaryType,
     BooleanType,
@@ -40,12 +39,11 @@ from pyspark.sql.types import (
 )
 
 from ..columns import pack_pairs
-from ..connection import ConnectionSpec
 from ..errors import IckConfigError, IckError
 from ..keys import shard_of
 from ..options import ICK_WRITE, Options
 from ..sharded import ShardedIck
-from .sink import BatchWriter, StreamWriter
+from .sink import BatchWriter, Counts, StreamWriter, Target
 
 FORMAT = "ick"
 
@@ -67,48 +65,29 @@ TIME_SCORES = (TimestampType, TimestampNTZType)
 
 
 @dataclass
-class IckCommitMessage(WriterCommitMessage):
+class IckCommitMessage(Counts):
     """What one task did: rows seen, members new to a pset, lowered scores, rows skipped."""
 
-    rows: int = 0
     new: int = 0
     changed: int = 0
     skipped: int = 0
 
-    def __add__(self, other: IckCommitMessage) -> IckCommitMessage:
-        return IckCommitMessage(
-            self.rows + other.rows,
-            self.new + other.new,
-            self.changed + other.changed,
-            self.skipped + other.skipped,
-        )
-
-    def __str__(self) -> str:
-        return f"{self.rows} rows: {self.new} new, {self.changed} changed, {self.skipped} skipped"
-
 
 @dataclass(frozen=True)
-class IckSink:
+class IckSink(Target):
     """A validated write plan: where to write and how to read the columns (picklable)."""
 
-    connection: ConnectionSpec
-    ick: str
-    shards: int
     member: str
     score: str | None  # None: Redis server time at the add
     skip_invalid: bool
-    chunk: int
 
+    kind: ClassVar[str] = "Ick"
     replay: ClassVar[str] = "ickadd is idempotent: writing the same rows again is safe"
     message: ClassVar[type[IckCommitMessage]] = IckCommitMessage
 
-    @property
-    def label(self) -> str:
-        return f"Ick {self.ick!r} ({self.shards} shards)"
-
     def sharded(self) -> ShardedIck:
         """The logical Ick, through this process's client."""
-        return ShardedIck(self.connection.client(), self.ick, self.shards)
+        return ShardedIck(self.connection.client(), self.name, self.shards)
 
     def convert(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array | None, int, int]:
         """Members, scores (None: server time), invalid rows skipped, and rows."""
@@ -175,7 +154,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
                 f"format('ick'): score column {score!r} has type {kind.simpleString()}; "
                 "expected a numeric or timestamp column"
             )
-    return IckSink(connection, ick, shards, member, score, skip, chunk)
+    return IckSink(connection, ick, shards, chunk, member, score, skip)
 
 
 def prepare(sink: IckSink, overwrite: bool) -> None:
@@ -263,7 +242,7 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
         return members, scores, 0
     if not sink.skip_invalid:
         raise IckError(
-            f"format('ick') into Ick {sink.ick!r}: {'; '.join(problems)} in a batch of "
+            f"format('ick') into Ick {sink.name!r}: {'; '.join(problems)} in a batch of "
             f"{batch.num_rows} rows (onInvalid=fail; set onInvalid=skip to drop them)"
         )
     keep = pc.invert(bad)

@@ -14,17 +14,55 @@ and why running the write again is safe.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol
+from dataclasses import asdict, astuple, dataclass
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from ..connection import ConnectionSpec
 from .compat import ARROW_STREAM_WRITER, StreamWriterBase, arrow_from_rows
 
 logger = logging.getLogger("pyspark_ick")
+
+
+C = TypeVar("C", bound="Counts")
+
+
+@dataclass
+class Counts(WriterCommitMessage):
+    """A task's commit message: counts that add up field by field; the first is ``rows``
+    and the message reads "10 rows: 3 new, 7 already parked" (a field's name, spaced)."""
+
+    rows: int = 0
+
+    def __str__(self) -> str:
+        counts = [f"{value} {name.replace('_', ' ')}" for name, value in asdict(self).items()]
+        return f"{counts[0]}: {', '.join(counts[1:])}"
+
+    def __add__(self: C, other: C) -> C:
+        return type(self)(*map(operator.add, astuple(self), astuple(other)))
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a sink writes (the head of a format's plan): logical Ick or dehydrator
+    ``name`` of ``shards`` shards through ``connection``, ``chunk`` rows per call."""
+
+    connection: ConnectionSpec
+    name: str
+    shards: int
+    chunk: int
+
+    kind: ClassVar[str]  # "Ick", "dehydrator": names the target in logs and errors
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.name!r} ({self.shards} shards)"
 
 
 class SinkPlan(Protocol):
