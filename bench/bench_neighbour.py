@@ -1,66 +1,17 @@
 """Neighbour benchmark: does the connector leave Redis to its other clients? (issue 11)
 
-Redis runs one command at a time, so a long script call stalls every other client of a
-shared Redis. A probe client (a separate process, so this process's GIL cannot delay it)
-does GET of a small key in a bounded tight loop and records each call's latency, first on
-an idle Redis (the baseline row), then during each phase. Bounded: it samples only while a
-phase runs (at most ``PROBE_MAX_SECONDS`` and ``PROBE_MAX_SAMPLES``), and it pauses
-``--probe-gap-us`` (default 100 us; 0: back to back) between GETs, about 5,000 GET/s: back
-to back it does ~90,000 GET/s and takes one of this 2-core machine's cores plus half of
-Redis's, which would slow the measured workloads and, through them, the throughput ratios.
-Any call holding Redis longer than the gap delays a GET, so no stall goes unseen.
+A probe client in another process does GET of a small key in a bounded loop and records
+each call's latency, on an idle Redis (the baseline row) and during each phase: (a) stream
+drains of N members against bench_reader's raw loop, (b) ``df.write.format("ick")``
+against pipelined ``ZADD LT``, (c) the snapshot read, (d) the dehydrator sink and source,
+(e) the plain client's bulk writes; then memory per member and a sweep of members per
+call. docs/sizing.md#the-neighbour-benchmark says how it measures, why (priorities, the
+probe's gap, rounds) and what each row means.
 
-Every thread of our redis-server and the probe runs at ``--nice`` (default -20; needs
-root, else they are left alone; 0 leaves them be): on this shared 2-core machine Spark's
-local[2] tasks and other work keep Redis waiting for a CPU (at nice 0: 2.1 s of a 3.4 s
-phase), and SLOWLOG counts the time a script spent preempted as time the call took (one
-HSET "took" 117 ms). perf's sched_switch stacks of the calls still over 10 ms showed why
--10 on the main thread alone was not enough: the main thread waited 10 ms on a jemalloc
-lock held by jemalloc's purging thread, left at 0 and preempted by Spark; and at -10 on
-every thread, Spark's threads still preempted it for 4-7 ms at a time, twice in one call.
-(SCHED_FIFO was worse: calls that grow memory took 20-55 ms, raw ZADD as well.)
-The priority stands in for the core a production Redis has to itself (``--own-core``
-gives it one: Redis on the first CPU, the probe and Spark on the rest); the rows "Redis
-waiting for a CPU" (/proc/PID/schedstat) show what waiting was left, the rows "CPU stolen
-by the hypervisor" (/proc/stat) what this virtual machine lost to other guests (a stolen
-CPU stops Redis mid-call, whatever its priority), and the per-call sweep, run with Spark
-idle, gives the work a call does.
-
-(a) drain N members (``--members``, 1,000,000; ``--quick`` 50,000) through
-    ``readStream.format("ick")`` at default options (no maxMembersPerTrigger), Trigger.
-    AvailableNow, noop sink; 1 shard and 8 shards. Each after bench_reader's raw loop
-    (reserve 10,000 per shard + read + commit, the same Lua scripts) on the same backlog,
-    also probed: target drain micro-batches >= 0.7x the raw loop.
-(b) ``df.write.format("ick")`` of N rows (bench_writer's DataFrame) after bench_core's raw
-    baseline, one process pipelining ZADD LT of 1,000 members: target >= 0.9x raw.
-(c) ``spark.read.format("ick").load().count()`` of the N-member Ick written in (b).
-(d) ``df.write.format("dehydrator")`` of N elements (column delayMs: half 0, half an
-    hour), then ``readStream.format("dehydrator")`` AvailableNow releasing the N/2 due.
-(e) the plain client's bulk writes, in this process: ``Ick.add`` and ``ShardedIck.add``
-    (8 shards) of N members, ``Dehydrator.park`` of N elements (each call packed while
-    Redis runs the one before, at most two out on the connection).
-``--phases`` picks some of drain, write (with the snapshot), park, client, memory and
-sweep (default: all).
-
-Per phase: the probe's p50, p99, p99.9 and max (target p99.9 <= 15 ms), the connector's
-longest call from SLOWLOG (every call slower than ``--slowlog-us``; EVALSHA named by
-script; target <= 10 ms), Redis CPU (INFO cpu user+sys delta; includes serving the
-probe, see the idle row) and throughput. Then memory (INFO used_memory deltas): bytes per
-queued and per reserved member ("doc:1234567"), bytes per parked element of (d); and a
-sweep of members per call (``bounds.ITEMS_PER_CALL`` and ``MOVES_PER_CALL``, monkeypatched
-in this process only, for the plain client calls) timing rlog_reserve, log_read,
-rlog_commit, dh_claim, dh_commit and, at the same chunk size, ickadd and dh_push, per call
-by SLOWLOG on an N-deep queue (p90 of ``--calls`` calls), with the largest value of each
-bound (MOVES_PER_CALL: rlog_reserve and dh_claim; ITEMS_PER_CALL: the rest) that keeps a
-call within ~5 ms.
-The load averages at the start and the end tell how busy the shared machine was.
-Three rounds by default: throughput is the best round of each workload, because one
-round's ratio moved between 0.61 and 0.79 on the same code within a day (the raw loop
-alone between 2.6 and 3.1 s); the probe and SLOWLOG count every round.
-
-Run: ``python bench/bench_neighbour.py [--quick] [--members N] [--repeat R]``. Starts its
-own redis-server on a free 127.0.0.1 port and one SparkSession; writes
-bench/results/bench_neighbour.json (``--quick``: bench_neighbour_quick.json).
+Run: ``python bench/bench_neighbour.py [--quick] [--members N] [--repeat R] [--phases
+drain,write,park,client,memory,sweep]``. Starts its own redis-server on a free 127.0.0.1
+port and one SparkSession; writes bench/results/bench_neighbour.json (``--quick``:
+bench_neighbour_quick.json).
 """
 
 from __future__ import annotations

@@ -45,6 +45,20 @@ def test_an_unknown_option_names_the_right_one(use, given, message):
     assert str(info.value).startswith(f"{use}: unknown option {given!r}")
 
 
+@pytest.mark.parametrize("use", USES)
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [
+        ("redis.urll", "did you mean 'redis.url'?"),
+        ("redis.pasword", "'redis.password'"),
+        ("redis.anything", "It takes: redis.url"),
+    ],
+)
+def test_a_redis_option_that_does_not_exist_is_refused_by_every_use(use, given, hint):
+    with pytest.raises(IckConfigError, match=f"unknown option {given!r}.*{re.escape(hint)}"):
+        check_known({given: "x"}, use)
+
+
 def test_sparks_own_options_and_any_case_pass():
     for use in USES:
         check_known(

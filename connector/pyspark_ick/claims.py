@@ -28,6 +28,7 @@ class ClaimLog(NumberedLog):
     claims are read apart freely (``repeated`` is 0).
     """
 
+    keys: DehydratorKeys
     head_field = "claimed"
     reserve_script = "dh_claim"
     commit_script = "dh_commit"
@@ -50,9 +51,6 @@ class ClaimLog(NumberedLog):
 
     def __repr__(self) -> str:
         return f"ClaimLog({self.keys.master!r})"
-
-    def manifest(self, number: int) -> str:
-        return self.keys.claim(number)
 
     def reserve_keys(self, head: int) -> list[str]:
         k = self.keys

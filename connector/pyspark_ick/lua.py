@@ -25,7 +25,7 @@ def lua_dir() -> Path:
 @cache
 def source(name: str) -> str:
     """The text Redis runs for script ``name``: the prelude's helpers that it uses (Redis
-    defines every one on each call: ~3 us for all of them), then the script."""
+    defines every helper it is sent on each call), then the script."""
     folder = lua_dir()
     try:
         body = (folder / f"{name}.lua").read_text()

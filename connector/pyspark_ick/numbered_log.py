@@ -23,6 +23,7 @@ from typing import Any, ClassVar, NamedTuple
 from . import bounds, scripts
 from .clients import Client
 from .errors import IckError
+from .keys import ShardKeys
 from .lease import Fence, Lease
 
 logger = logging.getLogger("pyspark_ick.numbered_log")
@@ -54,6 +55,7 @@ class NumberedLog:
     reaches the node that has them while a slot migrates)."""
 
     head_field: ClassVar[str]
+    keys: ShardKeys  # the shard's keys (a kind of log sets them)
     reserve_script: ClassVar[str]
     commit_script: ClassVar[str]
 
@@ -69,7 +71,7 @@ class NumberedLog:
 
     def manifest(self, number: int) -> str:
         """The key of manifest ``number``."""
-        raise NotImplementedError
+        return self.keys.manifest(number)
 
     def reserve_keys(self, head: int) -> list[str]:
         """KEYS of a reserve call into manifest ``head + 1``."""

@@ -27,13 +27,12 @@ def run_many(
     """Replies of ``calls`` (taken from the iterable one at a time), in order.
 
     One after the other by default: Redis reads a client's whole pipeline and runs it
-    back to back, so with 4 calls a round a neighbour's GET waited 22 ms at p99.9 while
-    df.write ran, 12 ms with 1, at the same writer throughput (docs/sizing.md). With
-    ``overlap`` (the plain client's bulk writes, whose ``calls`` pack each call as it is
-    taken), at most two are out at once: one running, the next sent behind it and packed
-    while the first ran (on one connection, ``Pipe``), so a neighbour waits for at most
-    two bounded calls. Not for the Spark sinks: two tasks with two out each are 4 calls a
-    round again (their GET p99 went from 7.8 to 12.2 ms, for no throughput). Calls that
+    back to back, and a neighbour waits behind all of it. With ``overlap`` (the plain
+    client's bulk writes, whose ``calls`` pack each call as it is taken), at most two are
+    out at once: one running, the next sent behind it and packed while the first ran (on
+    one connection, ``Pipe``), so a neighbour waits for at most two bounded calls. Not
+    for the Spark sinks: their tasks run side by side, and two out each would make a
+    neighbour wait longer for no throughput (docs/sizing.md has both trials). Calls that
     are not replay-safe always go one after the other: a lost reply must not lose two
     calls' data. Each call is retried by the rule of ``run``; every call runs, as in a
     pipeline: a script that raised does not stop the others (a shard's refusal must not

@@ -25,6 +25,7 @@ from .values import text
 class ReservationLog(NumberedLog):
     """Reserve, read and commit numbered reservations of the Ick shard ``master``."""
 
+    keys: IckKeys
     head_field = "reserved"
     reserve_script = "rlog_reserve"
     commit_script = "rlog_commit"
@@ -32,9 +33,6 @@ class ReservationLog(NumberedLog):
     def __init__(self, client: Client, master: str, label: str | None = None) -> None:
         self.keys = IckKeys(check_name(master))
         super().__init__(client, self.keys.rlog, self.keys.lease, label or f"Ick {master!r}")
-
-    def manifest(self, number: int) -> str:
-        return self.keys.reservation(number)
 
     def reserve_keys(self, head: int) -> list[str]:
         k = self.keys

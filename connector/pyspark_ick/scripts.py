@@ -62,9 +62,9 @@ def run(
     Transient errors are retried (retry.py); ``replay_safe=False`` for a script whose
     second run after a lost reply would lose data. ``what`` names the target in errors.
     A script loaded already is sent straight away, on a connection of the client's pool
-    as ``pipe.Pipe`` sends (redis-py's per-command wrapper cost 3-4 us a call,
-    docs/sizing.md): the retry rule, NOSCRIPT and the translation of errors cost nothing
-    until a call fails (then ``again`` applies them).
+    as ``pipe.Pipe`` sends, skipping redis-py's per-command wrapper (docs/sizing.md): the
+    retry rule, NOSCRIPT and the translation of errors cost nothing until a call fails
+    (then ``again`` applies them).
     """
     started = time.monotonic()
     if name not in settings(client).loaded:
