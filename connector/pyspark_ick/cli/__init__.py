@@ -1,0 +1,70 @@
+"""pyspark-ick: the operator's command line for Icks and dehydrators.
+
+    pyspark-ick stats NAME [--shards N] [--watch [SECONDS]] [--json]
+    pyspark-ick add NAME MEMBER [MEMBER ...] [--score S] [--shards N]
+    pyspark-ick peek NAME [--shards N] [-n 10] [--json]
+    pyspark-ick del NAME [--shards N] [--yes]
+    pyspark-ick metrics --port PORT [--bind ADDRESS]
+    pyspark-ick dehydrator look|ttn|push|pull NAME ...
+
+Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
+for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA; ``redis+sentinel://h1,h2/SERVICE``
+for the primary that Sentinel names), ``--cluster``. Without
+``--shards`` the count recorded in Redis is used. Exit codes: 0 done, 1 error (one line on
+stderr, never a traceback or a password), 2 bad usage, 3 not found (or deletion declined).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+import redis
+
+from ..connection import DEFAULT_URL, connect, redact
+from ..errors import IckError
+from ..redis_errors import translate
+from ..urls import secrets
+from .output import NotFound
+from .parser import build_parser
+
+EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
+
+
+def scrub(message: str, url: str) -> str:
+    """``message`` without the password of ``url`` (belt and braces: errors never hold it)."""
+    message = message.replace(url, redact(url))
+    for value in secrets(url):  # the primary's and the sentinels' passwords
+        message = message.replace(value, "***")
+    return message
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    # errors are one line on stderr: the library's retry warnings stay out of it
+    logging.getLogger("pyspark_ick").addHandler(logging.NullHandler())
+    url = getattr(args, "url", None) or os.environ.get("REDIS_URL") or DEFAULT_URL
+    try:
+        client = connect(
+            url,
+            cluster=getattr(args, "cluster", "auto"),
+            timeout=getattr(args, "timeout", 5.0),
+            retry_timeout=2.0,
+        )
+        try:
+            return int(args.run(client, args))
+        finally:
+            client.close()
+    except NotFound as exc:
+        print(f"pyspark-ick: {scrub(str(exc), url)}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except (IckError, redis.RedisError) as exc:
+        if isinstance(exc, redis.RedisError):
+            exc = translate(exc)
+        print(f"pyspark-ick: error: {scrub(str(exc), url)}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130

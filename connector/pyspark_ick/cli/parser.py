@@ -1,0 +1,176 @@
+"""The CLI's command line: argparse with the connection options before or after the
+command, and argument types that say what they expect."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+from ..connection import DEFAULT_URL
+from ..errors import IckConfigError
+from ..keys import MAX_SHARDS, check_name, check_shards
+from ..options import parse_duration_ms
+from .dehydrator_commands import cmd_look, cmd_pull, cmd_push, cmd_ttn
+from .ick_commands import cmd_add, cmd_del, cmd_metrics, cmd_peek, cmd_stats
+
+
+def name_arg(value: str) -> str:
+    try:
+        return check_name(value)
+    except IckConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def shards_arg(value: str) -> int:
+    try:
+        return check_shards(int(value))
+    except (ValueError, IckConfigError):
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 1 to {MAX_SHARDS}, got {value!r}"
+        ) from None
+
+
+def positive_int(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return int(value)
+
+
+def score_arg(value: str) -> float:
+    """A score: a number, ``inf`` or ``-inf`` (as ZADD and the gem take them), not NaN."""
+    try:
+        score = float(value)
+    except ValueError:
+        score = math.nan
+    if math.isnan(score):
+        raise argparse.ArgumentTypeError(f"expected a number, inf or -inf, got {value!r}")
+    return score
+
+
+def seconds_arg(value: str) -> float:
+    score = score_arg(value)
+    if not 0 < score < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
+    return score
+
+
+def duration_arg(value: str) -> int:
+    ms = parse_duration_ms(value)
+    if ms is None:
+        raise argparse.ArgumentTypeError(
+            f'expected a duration such as "500ms", "30s", "2m" or "1h", got {value!r}'
+        )
+    return ms
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # Connection options are accepted before or after the command (SUPPRESS keeps a value
+    # given before the command from being overwritten by the subcommand's default).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--url", default=argparse.SUPPRESS, help=f"Redis URL (default: $REDIS_URL or {DEFAULT_URL})"
+    )
+    common.add_argument(
+        "--cluster",
+        nargs="?",
+        const="yes",
+        default=argparse.SUPPRESS,
+        choices=["auto", "yes", "no"],
+        help="Redis Cluster: auto (default) detects it; yes or no forces it",
+    )
+    common.add_argument(
+        "--timeout",
+        type=seconds_arg,
+        default=argparse.SUPPRESS,
+        help="socket timeout in seconds (default 5)",
+    )
+    shards = argparse.ArgumentParser(add_help=False)
+    shards.add_argument(
+        "--shards",
+        type=shards_arg,
+        default=None,
+        help="shard count (default: the count recorded in Redis, else 1)",
+    )
+
+    parser = argparse.ArgumentParser(
+        prog="pyspark-ick",
+        parents=[common],
+        description="Inspect and change Icks (indexing queues) and dehydrators in Redis.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(parent: Any, name: str, run: Any, help: str) -> argparse.ArgumentParser:
+        sub = parent.add_parser(name, parents=[common, shards], help=help, description=help)
+        sub.set_defaults(run=run)
+        return sub
+
+    sub = command(commands, "stats", cmd_stats, "per-shard sizes, oldest score, reservations")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument(
+        "--watch",
+        nargs="?",
+        type=seconds_arg,
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 2) until Ctrl-C",
+    )
+    sub.add_argument("--json", action="store_true", help="JSON (one line per refresh)")
+
+    sub = command(commands, "add", cmd_add, "mark members dirty (keeps the lower score)")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument("members", nargs="+", metavar="MEMBER")
+    sub.add_argument(
+        "--score",
+        type=score_arg,
+        default=None,
+        help="score of every member (default: Redis server time)",
+    )
+
+    sub = command(commands, "peek", cmd_peek, "lowest queued and reserved members (read-only)")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
+    sub.add_argument("--json", action="store_true", help="JSON output")
+
+    sub = command(
+        commands,
+        "metrics",
+        cmd_metrics,
+        "serve Prometheus metrics of every Ick and dehydrator at /metrics",
+    )
+    sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
+    sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
+
+    sub = command(commands, "del", cmd_del, "delete an Ick, every shard and its bookkeeping")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    dh = commands.add_parser(
+        "dehydrator",
+        parents=[common],
+        help="look, ttn, push, pull on a dehydrator",
+        description="ReDe's commands on a dehydrator",
+    )
+    dh_commands = dh.add_subparsers(dest="dh_command", required=True, metavar="COMMAND")
+    for name, run, help in (
+        ("look", cmd_look, "show the element of ID, leaving it"),
+        ("pull", cmd_pull, "remove ID and show its element"),
+    ):
+        sub = command(dh_commands, name, run, help)
+        sub.add_argument("name", type=name_arg, metavar="NAME")
+        sub.add_argument("id", metavar="ID")
+    sub = command(dh_commands, "ttn", cmd_ttn, "ms to the next release (0: one is due, -1: empty)")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub = command(dh_commands, "push", cmd_push, "park ELEMENT under ID until TTL has passed")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument("id", metavar="ID")
+    sub.add_argument("element", metavar="ELEMENT")
+    sub.add_argument(
+        "--ttl",
+        "--delay",
+        type=duration_arg,
+        required=True,
+        help='time until due: "500ms", "30s", "2m", "1h"',
+    )
+    return parser
