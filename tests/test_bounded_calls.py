@@ -26,7 +26,11 @@ from pyspark_ick.numbered_log import COMMIT_ARGV, RESERVE_ARGV
 PER_CALL = bounds.ITEMS_PER_CALL
 LIMIT, MOVES = RESERVE_ARGV.index("limit") + 1, RESERVE_ARGV.index("per_call") + 1
 COMMIT = COMMIT_ARGV.index("per_call") + 1
-MOVERS = {"rlog_reserve": bounds.MOVES_PER_CALL, "dh_claim": bounds.MOVES_PER_CALL}
+MOVERS = {
+    "rlog_reserve": bounds.MOVES_PER_CALL,
+    "dh_claim": bounds.MOVES_PER_CALL,
+    "ick_requeue": bounds.MOVES_PER_CALL,
+}
 LUA = Path(lua.lua_dir())
 NAMES = {lua.sha(p.stem): p.stem for p in LUA.glob("*.lua") if not p.stem.startswith("_")}
 
@@ -49,6 +53,8 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "dh_take": lambda: arg(2),
         "dh_backlog": lambda: 0,
         "lease": lambda: 0,
+        "lease_info": lambda: 0,
+        "ick_requeue": lambda: arg(5),  # cset members folded back; manifests: UNLINK
         "rlog_info": lambda: 0,
         "shardcount": lambda: 0,
         "ickstats": lambda: 0,

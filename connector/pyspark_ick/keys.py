@@ -70,6 +70,12 @@ def shard_count_key(name: str, kind: str = "ick") -> str:
     return f"{name}/{kind}/shards"
 
 
+def reshard_key(name: str, kind: str = "ick") -> str:
+    """The marker of a reshard of logical Ick ``name`` in progress: the target shard count,
+    next to the recorded one until the reshard records it (reshard.py)."""
+    return f"{name}/{kind}/reshard"
+
+
 REGISTRY_PREFIX = "pyspark-ick/registry/"
 
 

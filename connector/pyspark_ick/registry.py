@@ -13,7 +13,14 @@ from typing import Any, ClassVar
 from . import bounds, scripts
 from .clients import Client, check_client
 from .errors import IckScriptError, ShardCountError
-from .keys import check_name, check_shards, registry_key, shard_count_key, shard_of
+from .keys import (
+    check_name,
+    check_shards,
+    registry_key,
+    reshard_key,
+    shard_count_key,
+    shard_of,
+)
 from .values import as_bytes, text
 
 logger = logging.getLogger("pyspark_ick.registry")
@@ -38,6 +45,27 @@ def recorded(client: Client, name: str, kind: str, label: str) -> int | None:
     return None if raw is None else int(raw)
 
 
+def resharding(client: Client, name: str, kind: str = "ick") -> int | None:
+    """The target shard count of a reshard of ``name`` in progress, or None."""
+    raw = scripts.command(
+        client, partial(client.get, reshard_key(name, kind)), what=f"{KINDS[kind]} {name!r}"
+    )
+    return None if raw is None else int(raw)
+
+
+def check_not_resharding(client: Client, name: str, kind: str, label: str) -> None:
+    """Raise ShardCountError while a reshard of ``name`` runs (or stopped half-way):
+    members are on their way between two layouts, so readers and writers wait for it."""
+    target = resharding(client, name, kind)
+    if target is not None:
+        raise ShardCountError(
+            f"{label} is being resharded to {target} shards (pyspark-ick reshard): nothing "
+            f"reads or writes it until `pyspark-ick reshard {name} --to {target}` has "
+            "finished (run it again if it stopped half-way); then use shards="
+            f"{target} (a stream query: with a new checkpoint)"
+        )
+
+
 def record_count(
     client: Client,
     name: str,
@@ -51,7 +79,8 @@ def record_count(
     """Raise ShardCountError unless ``shards`` is the count recorded for ``name``; with
     ``write``, record it when none is and add ``name`` to the registry. ``before_first``
     checks the keys before a first record (producers outside Spark record nothing).
-    Returns whether a count is recorded now."""
+    Returns whether a count is recorded now. Refused while a reshard of ``name`` runs."""
+    check_not_resharding(client, name, kind, label)
     found = recorded(client, name, kind, label)
     if found is None:
         if before_first is not None:

@@ -43,14 +43,14 @@ from pyspark.sql.types import (
 )
 
 from ..columns import utf8
-from ..errors import IckConfigError
+from ..errors import IckConfigError, ShardCountError
 from ..keys import shard_names
 from ..observe import age, server_time
 from ..options import ICK_READ, ICK_STREAM, Options
 from ..reservations import ReservationLog, snapshot
 from ..sharded import ShardedIck
 from ..values import text
-from .source import ReservationStreamReader, StreamOptions
+from .source import Offset, ReservationStreamReader, StreamOptions
 
 
 def member_type(binary: bool) -> DataType:
@@ -229,6 +229,35 @@ class IckStreamReader(ReservationStreamReader):
     ) -> Iterator[pa.RecordBatch]:
         return arrow_batches(
             shard_log.read(start, end), shard, self.opts.binary, self.opts.label(shard)
+        )
+
+    # Offsets of a checkpoint name reservation numbers of the shards it was written with:
+    # after a reshard they name shards of another layout, whose reservations went back to
+    # the queue. Refused before any of them is read or committed.
+
+    def latestOffset(self, start: Offset | None = None, limit: Any = None) -> Offset:
+        self.check_offset(start)
+        return super().latestOffset(start, limit)
+
+    def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
+        self.check_offset(start)
+        self.check_offset(end)
+        return super().partitions(start, end)
+
+    def commit(self, end: Offset) -> None:
+        self.check_offset(end)
+        super().commit(end)
+
+    def check_offset(self, offset: Offset | None) -> None:
+        """ShardCountError when ``offset`` (from the checkpoint) names other shards."""
+        if offset is None or set(offset) == {str(i) for i in range(self.shards)}:
+            return
+        raise ShardCountError(
+            f"Ick {self.opts.ick!r}: the query's checkpoint names {len(offset)} shards "
+            f"({sorted(offset, key=int)}), but the Ick has {self.shards}: it was resharded. "
+            "A checkpoint's offsets are reservation numbers of the old shards, whose "
+            "reservations the reshard put back into the queue: start the query with a new "
+            "checkpointLocation (it delivers them)"
         )
 
 
