@@ -1,0 +1,134 @@
+"""``pyspark-ick release`` (issue 35): after a killed driver, the dead query's reservations
+go back to the queue and its leases go, fenced, so the next query starts at once and
+delivers them; a live query is refused; a dehydrator's claims stay open for the next
+query. The driver side of a query is the stream reader's own API (as tests/test_reader.py
+does); the next query is a real Spark query."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from pyspark_ick import Dehydrator, LeaseError, LeaseLost, ShardedIck
+from pyspark_ick.release import release
+from pyspark_ick.reservations import describe
+from pyspark_ick.spark.dehydrator_reader import source_schema
+from pyspark_ick.spark.dehydrator_reader import stream_reader as dehydrator_reader
+from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
+
+
+def killed_query(url: str, name: str, shards: int, consumer: str) -> tuple[Any, dict[str, int]]:
+    """A query that reserved a batch and whose driver then died (no heartbeat, no
+    release): the reader and the end offset of its batch in flight."""
+    reader = stream_reader(
+        {"redis.url": url, "ick": name, "shards": str(shards), "consumerId": consumer},
+        STREAM_SCHEMA,
+    )
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    reader._state.leases.halt()
+    return reader, end
+
+
+def drain(spark: Any, url: str, name: str, shards: int, ckpt: str) -> list[str]:
+    """The members a new Spark query (a new checkpoint) delivers, Trigger.AvailableNow."""
+    got: list[str] = []
+    query = (
+        spark.readStream.format("ick")
+        .option("redis.url", url)
+        .option("ick", name)
+        .option("shards", shards)
+        .load()
+        .writeStream.foreachBatch(lambda df, _: got.extend(r.member for r in df.collect()))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", ckpt)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert query.exception() is None
+    return got
+
+
+def test_release_after_a_killed_driver_and_the_next_query_delivers_at_once(
+    spark, client, redis_url, tmp_path
+):
+    members = {f"doc:{i}": float(i) for i in range(40)}
+    ShardedIck(client, "r", 2).add(members)
+    zombie, end = killed_query(redis_url, "r", 2, "indexer")
+    assert sum(describe(client, f"r:{i}")["open_members"] for i in range(2)) == 40
+    ShardedIck(client, "r", 2).add({"doc:3": 0.5})  # dirtied again while in flight
+
+    started = time.monotonic()
+    done = release(client, "r")  # waits until the dead holder counts as gone (about 4 s)
+    assert time.monotonic() - started < 10
+    assert done.owners == ["indexer", "indexer"] and sum(done.requeued) == 40
+    stats = ShardedIck(client, "r", 2).stats()
+    assert (stats["pset_size"], stats["cset_size"]) == (40, 0)
+    sharded = ShardedIck(client, "r", 2)
+    pset = sharded.shard(sharded.shard_of("doc:3")).keys.pset
+    assert client.zscore(pset, "doc:3") == 0.5  # the lower score won
+    for i in range(2):
+        info = describe(client, f"r:{i}")
+        assert info["open_reservations"] == 0 and info["lease_owner"] is None
+
+    # the dead query's zombie is fenced, even under the same consumerId as the next query
+    with pytest.raises(LeaseLost):
+        zombie.commit(end)
+    successor = stream_reader(
+        {"redis.url": redis_url, "ick": "r", "shards": "2", "consumerId": "indexer"},
+        STREAM_SCHEMA,
+    )
+    started = time.monotonic()
+    successor.initialOffset()  # takes the leases at once, with new tokens
+    assert time.monotonic() - started < 1
+    with pytest.raises(LeaseLost):
+        zombie.commit(end)
+    successor.stop()
+
+    started = time.monotonic()
+    assert sorted(drain(spark, redis_url, "r", 2, str(tmp_path / "new"))) == sorted(members)
+    print(f"next query after release: {time.monotonic() - started:.1f} s")
+
+
+def test_release_refuses_a_live_query_and_changes_nothing(client, redis_url):
+    ShardedIck(client, "live", 1).add({"a": 1.0, "b": 2.0})
+    reader = stream_reader({"redis.url": redis_url, "ick": "live"}, STREAM_SCHEMA)
+    reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    before = describe(client, "live")
+    with pytest.raises(LeaseError, match=r"'query-\w+' holds the lease and renewed it while"):
+        release(client, "live")
+    with pytest.raises(LeaseError, match=r"renewed it \d+ ms ago.*Stop that query first"):
+        release(client, "live", wait=False)
+    after = describe(client, "live")
+    assert (after["open_members"], after["lease_owner"]) == (2, before["lease_owner"])
+    reader.commit({"0": 1})  # the live query goes on: its lease is intact
+    reader.stop()
+
+
+def test_dehydrator_release_drops_the_lease_and_the_claims_are_delivered_first(
+    client, redis_url
+):
+    Dehydrator(client, "parked", 2).park([f"id{i}" for i in range(10)], ["x"] * 10, [0] * 10)
+    options = {"redis.url": redis_url, "dehydrator": "parked", "shards": "2"}
+    dead = dehydrator_reader(options, source_schema())
+    end = dead.latestOffset(dead.initialOffset(), dead.getDefaultReadLimit())
+    dead._state.leases.halt()
+
+    done = release(client, "parked", kind="dehydrator")
+    assert sum(done.open_claims) == sum(end.values()) == 2  # one claim per shard
+    with pytest.raises(LeaseLost):
+        dead.commit(end)
+    started = time.monotonic()
+    new = dehydrator_reader(options, source_schema())
+    start = new.initialOffset()  # the lease is free: no takeover wait
+    assert time.monotonic() - started < 1
+    rows = [
+        row
+        for part in new.partitions(start, new.latestOffset(start, new.getDefaultReadLimit()))
+        for batch in new.read(part)
+        for row in batch.to_pylist()
+    ]
+    assert sorted(r["id"] for r in rows) == sorted(f"id{i}" for i in range(10))
+    new.stop()
