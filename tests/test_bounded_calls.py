@@ -54,6 +54,8 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "dh_backlog": lambda: 0,
         "lease": lambda: 0,
         "lease_info": lambda: 0,
+        "dh_info": lambda: 0,
+        "dh_peek": lambda: arg(1),
         "ick_requeue": lambda: arg(5),  # cset members folded back; manifests: UNLINK
         "rlog_info": lambda: 0,
         "shardcount": lambda: 0,

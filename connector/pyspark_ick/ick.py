@@ -201,8 +201,10 @@ class Ick:
         """The same as ``delete`` (the gem's name for it)."""
         return self._remove()
 
-    def _remove(self) -> int:
+    def _remove(self, keep_lease: bool = False) -> int:
         keys = self.keys.fixed_keys() + self._reservation_keys()
+        if keep_lease:
+            keys.remove(self.keys.lease)
         return int(scripts.run(self.client, "delete_keys", keys, what=self.label))
 
     def _reservation_keys(self) -> list[str]:

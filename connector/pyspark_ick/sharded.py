@@ -158,13 +158,15 @@ class ShardedIck(LogicalName):
         }
         return {"name": self.name, "shards": per_shard, **totals}
 
-    def delete(self) -> int:
-        """Remove every shard and the recorded shard count (UNLINK, as Ick.delete)."""
-        return self._remove()
+    def delete(self, keep_leases: bool = False) -> int:
+        """Remove every shard and the recorded shard count (UNLINK, as Ick.delete); with
+        ``keep_leases``, the shards' lease hashes stay (a consumer holding one keeps it,
+        and fencing tokens are never handed out twice)."""
+        return self._remove(keep_leases)
 
     def unlink(self) -> int:
         """The same as ``delete`` (the gem's name for it)."""
         return self._remove()
 
-    def _remove(self) -> int:
-        return sum(ick._remove() for ick in self._icks) + self.forget()
+    def _remove(self, keep_leases: bool = False) -> int:
+        return sum(ick._remove(keep_leases) for ick in self._icks) + self.forget()

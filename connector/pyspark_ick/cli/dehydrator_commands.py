@@ -1,4 +1,5 @@
-"""The CLI's commands on dehydrators: ReDe's look, ttn, push and pull."""
+"""The CLI's commands on dehydrators: ReDe's look, ttn, push and pull; stats, peek and
+release."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 
 from ..clients import Client
 from ..dehydrator import Dehydrator
+from ..dehydrator_view import exists, peek, stats
 from ..registry import shards_to_use
+from ..release import release
 from ..values import text
-from .output import NotFound
+from .output import NotFound, console, dehydrator_peek_table, dehydrator_table, emit, watch
 
 
 def dehydrator(client: Client, args: argparse.Namespace) -> Any:
@@ -42,3 +45,50 @@ def cmd_push(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_pull(client: Client, args: argparse.Namespace) -> int:
     return show_element(dehydrator(client, args).pull(args.id), args)
+
+
+def cmd_dh_stats(client: Client, args: argparse.Namespace) -> int:
+    shards = shards_to_use(client, args.name, args.shards, "dehydrator")
+
+    def show() -> Any:
+        report = stats(client, args.name, shards)
+        return report if args.json else dehydrator_table(report)
+
+    if args.watch is not None:
+        return watch(show, args.watch, args.json)
+    report = stats(client, args.name, shards)
+    if not exists(report):
+        raise NotFound(f"dehydrator {args.name!r} holds nothing")
+    emit(
+        report if args.json else dehydrator_table(report),
+        args.json,
+        None if args.json else console(),
+    )
+    return 0
+
+
+def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
+    shards = shards_to_use(client, args.name, args.shards, "dehydrator")
+    found = peek(client, args.name, shards, args.n)
+    if args.json:
+        emit([list(row) for row in found], True, None)
+    else:
+        console().print(dehydrator_peek_table(args.name, found))
+    return 0
+
+
+def cmd_dh_release(client: Client, args: argparse.Namespace) -> int:
+    done = release(client, args.name, args.shards, kind="dehydrator")
+    for i, owner in enumerate(done.owners):
+        print(
+            f"shard {i}: "
+            + (f"lease of {owner!r} dropped" if owner else "no lease held")
+            + f", {done.open_claims[i]} open claims stay"
+        )
+    left = sum(done.open_claims)
+    print(
+        f"dehydrator {args.name!r} released: the next query starts at once"
+        + (f" and delivers the {left} open claims first" if left else "")
+        + " (give it a new checkpointLocation if the old one is lost)"
+    )
+    return 0

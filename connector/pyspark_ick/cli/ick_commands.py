@@ -1,4 +1,5 @@
-"""The CLI's commands on Icks: stats, add, peek, del, and the metrics exporter."""
+"""The CLI's commands on Icks: stats, add, peek, del, reshard, release, and the metrics
+exporter."""
 
 from __future__ import annotations
 
@@ -8,25 +9,44 @@ import threading
 from typing import Any
 
 from ..clients import Client
-from ..errors import IckError
+from ..errors import IckError, LeaseError
+from ..holds import holders
+from ..keys import IckKeys, shard_names
 from ..observe import peek, server_time, stats
-from ..registry import shards_to_use
+from ..registry import recorded, resharding, shards_to_use
+from ..release import release
+from ..reshard import reshard
 from ..sharded import ShardedIck
-from .output import NotFound, console, emit, peek_tables, stats_table, watch
+from .output import NotFound, ask, console, emit, peek_tables, stats_table, watch
+
+
+def missing(client: Client, name: str) -> NotFound:
+    """NotFound for Ick ``name``, pointing at the dehydrator of that name if there is one."""
+    if recorded(client, name, "dehydrator", f"dehydrator {name!r}") is not None:
+        return NotFound(
+            f"Ick {name!r} does not exist; {name!r} is a dehydrator: "
+            f"pyspark-ick dehydrator stats {name}"
+        )
+    return NotFound(f"Ick {name!r} does not exist")
 
 
 def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     shards = shards_to_use(client, args.name, args.shards)
+    target = resharding(client, args.name)
 
     def show() -> Any:
         report = stats(client, args.name, shards)
+        if target is not None:
+            report["resharding_to"] = target
         return report if args.json else stats_table(report)
 
     if args.watch is not None:
         return watch(show, args.watch, args.json)
     report = stats(client, args.name, shards)
     if not any(row["exists"] for row in report["rows"]):
-        raise NotFound(f"Ick {args.name!r} does not exist")
+        raise missing(client, args.name)
+    if target is not None and not args.json:
+        print(f"Ick {args.name!r} is being resharded to {target} shards", file=sys.stderr)
     emit(report if args.json else stats_table(report), args.json, None if args.json else console())
     return 0
 
@@ -77,16 +97,75 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
     shards = shards_to_use(client, args.name, args.shards)
     report = stats(client, args.name, shards)
     if not any(row["exists"] for row in report["rows"]):
-        raise NotFound(f"Ick {args.name!r} does not exist")
+        raise missing(client, args.name)
     size = report["totals"]["queued"] + report["totals"]["reserved"]
-    if not args.yes:
-        sys.stderr.write(
-            f"Delete Ick {args.name!r} ({shards} shard{'s' if shards > 1 else ''}, "
-            f"{size} members)? [y/N] "
+    masters = shard_names(args.name, shards)
+    held = holders(
+        client, [(IckKeys(m).lease, f"Ick {args.name!r} shard {i}") for i, m in enumerate(masters)]
+    )
+    if held and not args.force:
+        raise LeaseError(
+            f"not deleted: {held[0]}"
+            + (f" (and {len(held) - 1} more shards)" if len(held) > 1 else "")
+            + ". Stop that query first (query.stop() gives its leases back); if it died, "
+            f"`pyspark-ick release {args.name}`; or pass --force to delete under it (it "
+            "goes on, on an empty Ick, and its batch in flight is lost)"
         )
-        sys.stderr.flush()
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            raise NotFound("not deleted")
-    removed = ShardedIck(client, args.name, shards).delete()
-    print(f"deleted Ick {args.name!r}: {size} members, {removed} keys")
+    if not args.yes:
+        ask(
+            f"Delete Ick {args.name!r} ({shards} shard{'s' if shards > 1 else ''}, "
+            f"{size} members)" + (f", consumed by {held[0].owner!r} now" if held else "") + "?",
+            "not deleted",
+        )
+    removed = ShardedIck(client, args.name, shards).delete(keep_leases=True)
+    print(f"deleted Ick {args.name!r}: {size} members, {removed} keys (the leases stay)")
+    return 0
+
+
+def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
+    target = resharding(client, args.name)
+    if not args.yes:
+        count = recorded(client, args.name, "ick", f"Ick {args.name!r}") or args.shards
+        size = stats(client, args.name, count)["totals"] if count else None
+        members = f", {size['queued'] + size['reserved']} members" if size else ""
+        ask(
+            (
+                f"Finish the reshard of Ick {args.name!r} to {target} shards{members}?"
+                if target is not None
+                else f"Reshard Ick {args.name!r} from {count or '?'} to {args.to} shards"
+                f"{members}? Stop its queries first, and the producers that do not read the "
+                "recorded count (the redis-ick gem, code with a fixed count, long-lived "
+                "ShardedIck objects); pyspark-ick's readers and writers refuse it until "
+                "the reshard has finished."
+            ),
+            "not resharded",
+        )
+    done = reshard(client, args.name, args.to, args.shards)
+    if done.before == done.after and not done.calls:
+        print(f"Ick {args.name!r} has {done.after} shards already: nothing to do")
+        return 0
+    print(
+        f"Ick {args.name!r}: {done.before} -> {done.after} shards: {done.moved} members "
+        f"moved, {done.requeued} reserved members back in the queue ({done.closed} "
+        f"reservations closed), {len(done.dropped)} old shards deleted; {done.calls} calls "
+        f"in {done.seconds:.1f} s (longest {done.longest_ms:.1f} ms). Run its producers and "
+        f"queries with shards={done.after}, each query with a new checkpointLocation"
+    )
+    return 0
+
+
+def cmd_release(client: Client, args: argparse.Namespace) -> int:
+    done = release(client, args.name, args.shards)
+    for i, owner in enumerate(done.owners):
+        print(
+            f"shard {i}: "
+            + (f"lease of {owner!r} dropped, " if owner else "no lease held, ")
+            + f"{done.requeued[i]} reserved members back in the queue "
+            f"({done.closed[i]} reservations closed)"
+        )
+    print(
+        f"Ick {args.name!r} released: {sum(done.requeued)} members back in the queue; the next "
+        "query starts at once. Its old query, if restarted from its checkpoint with a batch "
+        "in flight, fails (number N was committed already): give it a new checkpointLocation"
+    )
     return 0

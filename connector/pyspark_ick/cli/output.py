@@ -13,7 +13,15 @@ from ..errors import IckError
 
 
 class NotFound(Exception):
-    """Nothing to show or do: printed on stderr, exit code 3."""
+    """Nothing to show or do (or the operator declined): printed on stderr, exit code 3."""
+
+
+def ask(question: str, declined: str) -> None:
+    """Ask ``question`` on stderr; NotFound(``declined``) unless the answer is yes."""
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise NotFound(declined)
 
 
 def _rich() -> Any:
@@ -121,6 +129,56 @@ def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
             table.add_row(member, fmt_score(score), str(shard))
         tables.append(table)
     return tables
+
+
+def fmt_ms(ms: int) -> str:
+    """A wait in ms (-1: nothing)."""
+    return "-" if ms < 0 else fmt_age(ms / 1000)
+
+
+def dehydrator_table(report: dict[str, Any]) -> Any:
+    Table = _rich().table.Table
+    shards = report["shards"]
+    table = Table(title=f"dehydrator {report['name']} ({shards} shard{'s' if shards > 1 else ''})")
+    heads = ("shard", "key", "parked", "due", "next due in", "open claims", "claimed", "lease")
+    for column in heads:
+        table.add_column(column, justify="left" if column in ("key", "lease") else "right")
+    for row in report["rows"]:
+        table.add_row(
+            str(row["shard"]),
+            row["key"],
+            str(row["parked"]),
+            str(row["due"]),
+            fmt_ms(row["next_due_ms"]),
+            str(row["open_claims"]),
+            str(row["claimed"]),
+            fmt_lease(row),
+        )
+    table.add_section()
+    t = report["totals"]
+    table.add_row(
+        "total",
+        "",
+        str(t["parked"]),
+        str(t["due"]),
+        fmt_ms(t["next_due_ms"]),
+        str(t["open_claims"]),
+        str(t["claimed"]),
+        "",
+        style="bold",
+    )
+    return table
+
+
+def dehydrator_peek_table(name: str, rows: list[tuple[str, int, str, int]]) -> Any:
+    Table = _rich().table.Table
+    table = Table(title=f"dehydrator {name}: due first")
+    for column in ("id", "due", "element", "shard"):
+        table.add_column(column, justify="right" if column == "shard" else "left")
+    for id, due, element, shard in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(due / 1000))
+        table.add_row(id, f"{when}.{due % 1000:03d}Z", element, str(shard))
+    return table
 
 
 def watch(show: Callable[[], Any], interval: float, json_lines: bool) -> int:

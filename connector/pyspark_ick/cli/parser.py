@@ -11,8 +11,24 @@ from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
 from ..options import parse_duration_ms
-from .dehydrator_commands import cmd_look, cmd_pull, cmd_push, cmd_ttn
-from .ick_commands import cmd_add, cmd_del, cmd_metrics, cmd_peek, cmd_stats
+from .dehydrator_commands import (
+    cmd_dh_peek,
+    cmd_dh_release,
+    cmd_dh_stats,
+    cmd_look,
+    cmd_pull,
+    cmd_push,
+    cmd_ttn,
+)
+from .ick_commands import (
+    cmd_add,
+    cmd_del,
+    cmd_metrics,
+    cmd_peek,
+    cmd_release,
+    cmd_reshard,
+    cmd_stats,
+)
 
 
 def name_arg(value: str) -> str:
@@ -74,10 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--cluster",
         nargs="?",
-        const="yes",
+        const="true",
         default=argparse.SUPPRESS,
-        choices=["auto", "yes", "no"],
-        help="Redis Cluster: auto (default) detects it; yes or no forces it",
+        type=str.lower,
+        choices=["auto", "true", "false", "yes", "no"],
+        help="Redis Cluster, as option redis.cluster: auto (default) detects it; true or "
+        "false forces it (yes and no too)",
     )
     common.add_argument(
         "--timeout",
@@ -142,15 +160,45 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
     sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
 
-    sub = command(commands, "del", cmd_del, "delete an Ick, every shard and its bookkeeping")
+    sub = command(
+        commands,
+        "del",
+        cmd_del,
+        "delete an Ick, every shard and its bookkeeping (refused while a consumer holds a "
+        "lease; the leases stay)",
+    )
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sub.add_argument(
+        "--force",
+        action="store_true",
+        help="delete even while a consumer holds a lease (the query goes on, on an empty Ick)",
+    )
+
+    sub = command(
+        commands,
+        "reshard",
+        cmd_reshard,
+        "move every member to its shard under a new shard count (stop its queries and the "
+        "producers that do not read the recorded count first)",
+    )
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument("--to", type=shards_arg, required=True, metavar="N", help="new shard count")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+
+    sub = command(
+        commands,
+        "release",
+        cmd_release,
+        "hand a dead query's reservations back to the queue and drop its leases",
+    )
+    sub.add_argument("name", type=name_arg, metavar="NAME")
 
     dh = commands.add_parser(
         "dehydrator",
         parents=[common],
-        help="look, ttn, push, pull on a dehydrator",
-        description="ReDe's commands on a dehydrator",
+        help="stats, peek, look, ttn, push, pull, release on a dehydrator",
+        description="A dehydrator: ReDe's commands, stats, peek and release",
     )
     dh_commands = dh.add_subparsers(dest="dh_command", required=True, metavar="COMMAND")
     for name, run, help in (
@@ -161,6 +209,31 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("name", type=name_arg, metavar="NAME")
         sub.add_argument("id", metavar="ID")
     sub = command(dh_commands, "ttn", cmd_ttn, "ms to the next release (0: one is due, -1: empty)")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub = command(
+        dh_commands, "stats", cmd_dh_stats, "per-shard parked, due, next due time, claims, lease"
+    )
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument(
+        "--watch",
+        nargs="?",
+        type=seconds_arg,
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 2) until Ctrl-C",
+    )
+    sub.add_argument("--json", action="store_true", help="JSON (one line per refresh)")
+    sub = command(dh_commands, "peek", cmd_dh_peek, "the elements due first (read-only)")
+    sub.add_argument("name", type=name_arg, metavar="NAME")
+    sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
+    sub.add_argument("--json", action="store_true", help="JSON output")
+    sub = command(
+        dh_commands,
+        "release",
+        cmd_dh_release,
+        "drop a dead query's leases (its open claims stay: the next query delivers them)",
+    )
     sub.add_argument("name", type=name_arg, metavar="NAME")
     sub = command(dh_commands, "push", cmd_push, "park ELEMENT under ID until TTL has passed")
     sub.add_argument("name", type=name_arg, metavar="NAME")
