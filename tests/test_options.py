@@ -11,6 +11,7 @@ import pytest
 from pyspark_ick import IckConfigError, ShardedIck
 from pyspark_ick.options import (
     CONNECTION_OPTIONS,
+    DH_READ,
     DH_STREAM,
     DH_WRITE,
     ICK_STREAM,
@@ -84,6 +85,25 @@ def test_a_misspelled_option_fails_on_the_driver_and_writes_nothing(spark, redis
     ShardedIck(client, "typo", 1).check_shards()  # the right count is still free to record
 
 
+@pytest.mark.parametrize(
+    ("fmt", "option", "value", "message"),
+    [
+        ("ick", "maxMemberPerTrigger", "10", "did you mean 'maxMembersPerTrigger'?"),
+        ("ick", "memberColumn", "id", "'memberColumn' is an option of format('ick') write"),
+        ("ick", "maxMembersPerTrigger", "lots", "option 'maxMembersPerTrigger': expected an"),
+        ("dehydrator", "maxElementPerTrigger", "10", "did you mean 'maxElementsPerTrigger'?"),
+        ("dehydrator", "idType", "text", "option 'idType': expected one of string | binary"),
+    ],
+)
+def test_a_read_fails_at_load_not_after_start(spark, redis_url, fmt, option, value, message):
+    """Spark asks the source for its schema at load(), on the driver: the options are
+    checked there, for a stream (before start()) and for a batch read alike."""
+    for read in (spark.readStream, spark.read):
+        source = read.format(fmt).option("redis.url", redis_url).option(fmt, "q")
+        with pytest.raises(Exception, match=re.escape(message)):
+            source.option(option, value).load()
+
+
 def _readme_tables() -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
     """Option names of the first column of each table in README's Options section, by the
     bold heading (or 'connection') above the table; and (heading, name) -> the default
@@ -112,6 +132,7 @@ def test_readme_option_tables_match_the_options_table():
         ICK_STREAM: 'spark.readStream.format("ick")',
         DH_WRITE: 'df.write.format("dehydrator")',
         DH_STREAM: 'spark.readStream.format("dehydrator")',
+        DH_READ: 'spark.read.format("dehydrator")',
     }
     for use, heading in headings.items():
         [(line, names)] = [(line, names) for line, names in tables.items() if heading in line]

@@ -34,7 +34,8 @@ ICK_READ = "format('ick') read"
 ICK_STREAM = "format('ick') readStream"
 DH_WRITE = "format('dehydrator') write"
 DH_STREAM = "format('dehydrator') readStream"
-USES = (ICK_WRITE, ICK_READ, ICK_STREAM, DH_WRITE, DH_STREAM)
+DH_READ = "format('dehydrator') read"
+USES = (ICK_WRITE, ICK_READ, ICK_STREAM, DH_WRITE, DH_STREAM, DH_READ)
 # set by Spark or its users, not ours; a Declarative Pipelines sink flow passes queryName
 SPARKS_OWN = ("path", "paths", "checkpointlocation", "queryname")
 
@@ -115,7 +116,7 @@ OPTIONS = (
     ),
     _option(
         "dehydrator",
-        (DH_WRITE, DH_STREAM),
+        (DH_WRITE, DH_STREAM, DH_READ),
         "name",
         None,
         "the dehydrator (required)",
@@ -195,8 +196,10 @@ OPTIONS = (
     _option(
         "onDuplicate", (DH_WRITE,), "choice", "keep", "keep | replace | error", choices=ON_DUPLICATE
     ),
-    _option("elementType", (DH_STREAM,), "choice", "string", "string | binary", choices=TYPES),
-    _option("idType", (DH_STREAM,), "choice", "string", "string | binary", choices=TYPES),
+    _option(
+        "elementType", (DH_STREAM, DH_READ), "choice", "string", "string | binary", choices=TYPES
+    ),
+    _option("idType", (DH_STREAM, DH_READ), "choice", "string", "string | binary", choices=TYPES),
     _option(
         "memberType", (ICK_READ, ICK_STREAM), "choice", "string", "string | binary", choices=TYPES
     ),
@@ -209,9 +212,13 @@ def taken_by(use: str) -> list[str]:
     return [o.name for o in OPTIONS if use in o.uses]
 
 
-def check_known(raw: Iterable[str], use: str) -> None:
-    """Raise IckConfigError for an option (in ``raw``) that ``use`` does not take."""
-    known = {name.lower(): name for name in taken_by(use)}
+def check_known(raw: Iterable[str], use: str | tuple[str, ...]) -> None:
+    """Raise IckConfigError for an option (in ``raw``) that ``use`` does not take (a tuple
+    of uses: that none of them takes)."""
+    uses = (use,) if isinstance(use, str) else use
+    label = " or ".join(uses[:1] + tuple(u.rsplit(" ", 1)[-1] for u in uses[1:]))
+    taken = list(dict.fromkeys(name for u in uses for name in taken_by(u)))
+    known = {name.lower(): name for name in taken}
     for given in raw:
         key = str(given).lower()
         if key in known or key in SPARKS_OWN or key.startswith("spark."):
@@ -222,16 +229,21 @@ def check_known(raw: Iterable[str], use: str) -> None:
             for m in [known[m]]
         ]
         elsewhere = [
-            f"{o.name!r} is an option of " + " and ".join(u for u in o.uses if u != use)
+            f"{o.name!r} is an option of " + " and ".join(u for u in o.uses if u not in uses)
             for o in OPTIONS
             if o.name.lower() == key
         ]
         raise IckConfigError(
-            f"{use}: unknown option {given!r}"
+            f"{label}: unknown option {given!r}"
             + "".join(f"; {h}" for h in hint + elsewhere)
             + ". It takes: "
-            + ", ".join(taken_by(use))
+            + ", ".join(taken)
         )
+
+
+READS = {"ick": (ICK_READ, ICK_STREAM), "dehydrator": (DH_READ, DH_STREAM)}
+"""The read uses of each format: Spark asks a source for its schema at ``load()``
+without saying whether it reads a batch or a stream."""
 
 
 def parse_duration_ms(text: Any) -> int | None:

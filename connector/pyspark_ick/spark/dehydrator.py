@@ -1,7 +1,8 @@
-"""DataSource "dehydrator": batch and streaming sink, streaming source (docs/design.md §6).
+"""DataSource "dehydrator": batch and streaming sink, streaming source, batch snapshot
+reader (docs/design.md §6).
 
-The classes doing the work live in dehydrator_writer.py and dehydrator_reader.py; this
-module only wires them to Spark's DataSource entry points.
+The classes doing the work live in dehydrator_writer.py, dehydrator_reader.py and
+dehydrator_snapshot.py; this module only wires them to Spark's DataSource entry points.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
+    DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
 )
@@ -27,11 +29,16 @@ class DefaultSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        from ..options import Options
-        from .dehydrator_reader import element_type, id_type, source_schema
+        """The stream schema, asked for at ``load()`` of a read without a schema given, on
+        the driver: the options are checked here (see spark/ick.py)."""
+        from ..options import READS, check_known
+        from .dehydrator_reader import SourceOptions, source_schema
 
-        opts = Options(self.options, FORMAT)
-        return source_schema(element_type(opts) == "binary", id_type(opts) == "binary")
+        if len(self.options) == 0:  # a SQL table's: require_options says why, later
+            return source_schema()
+        check_known(self.options, READS[FORMAT])
+        opts = SourceOptions.parse(self.options)
+        return source_schema(opts.binary, opts.binary_id)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         from .dehydrator_writer import prepare
@@ -46,6 +53,12 @@ class DefaultSource(DataSource):
 
         require_options(self.options, FORMAT)
         return StreamWriter(prepare(self.options, schema, overwrite), schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from .dehydrator_snapshot import batch_reader
+
+        require_options(self.options, FORMAT)
+        return batch_reader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .dehydrator_reader import stream_reader

@@ -26,10 +26,17 @@ class DefaultSource(DataSource):
         return "ick"
 
     def schema(self) -> StructType:
-        from ..options import Options
-        from .ick_reader import options_binary, stream_schema
+        """The stream schema; Spark asks for it at ``load()`` of a read without a schema
+        given, on the driver: the options are checked here, so a misspelled one fails
+        there, not after ``start()`` (stream or batch cannot be told apart yet: an option
+        of either passes, and the reader checks the exact use later)."""
+        from ..options import READS, check_known
+        from .ick_reader import ReaderOptions, stream_schema
 
-        return stream_schema(options_binary(Options(self.options, "ick")))
+        if len(self.options) == 0:  # a SQL table's: require_options says why, later
+            return stream_schema()
+        check_known(self.options, READS["ick"])
+        return stream_schema(ReaderOptions.parse(self.options).binary)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .ick_writer import batch_writer
