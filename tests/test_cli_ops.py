@@ -4,11 +4,12 @@ the test Redis, as tests/test_cli.py."""
 
 from __future__ import annotations
 
+from test_cli import as_json, cli, failed
+
 from pyspark_ick import Dehydrator, Ick, ShardedIck, shard_of
 from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.keys import IckKeys, reshard_key, shard_count_key
 from pyspark_ick.reservations import ReservationLog, describe
-from test_cli import as_json, cli, failed
 
 
 def test_del_is_refused_while_a_consumer_holds_a_lease(redis_url, client):

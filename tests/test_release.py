@@ -107,9 +107,7 @@ def test_release_refuses_a_live_query_and_changes_nothing(client, redis_url):
     reader.stop()
 
 
-def test_dehydrator_release_drops_the_lease_and_the_claims_are_delivered_first(
-    client, redis_url
-):
+def test_dehydrator_release_drops_the_lease_and_the_claims_are_delivered_first(client, redis_url):
     Dehydrator(client, "parked", 2).park([f"id{i}" for i in range(10)], ["x"] * 10, [0] * 10)
     options = {"redis.url": redis_url, "dehydrator": "parked", "shards": "2"}
     dead = dehydrator_reader(options, source_schema())
