@@ -72,6 +72,14 @@ class IckCommitMessage(Counts):
     changed: int = 0
     skipped: int = 0
 
+    def warning(self) -> str | None:
+        if not self.skipped:
+            return None
+        return (
+            f"{self.skipped} of {self.rows} rows skipped (onInvalid=skip: a null member, or a "
+            "null or NaN score); they were not added"
+        )
+
 
 @dataclass(frozen=True)
 class IckSink(Target):

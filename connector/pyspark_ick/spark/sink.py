@@ -47,6 +47,11 @@ class Counts(WriterCommitMessage):
     def __add__(self: C, other: C) -> C:
         return type(self)(*map(operator.add, astuple(self), astuple(other)))
 
+    def warning(self) -> str | None:
+        """What operators must hear about these counts (a WARNING of the commit), if
+        anything."""
+        return None
+
 
 @dataclass(frozen=True)
 class Target:
@@ -128,6 +133,8 @@ class BatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total, _ = totals(self.plan, messages)
         logger.info("wrote to %s in %d tasks: %s", self.plan.label, len(messages), total)
+        if total.warning():
+            logger.warning("write to %s: %s", self.plan.label, total.warning())
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         total, failed = totals(self.plan, messages)
@@ -159,6 +166,8 @@ class StreamWriter(StreamWriterBase):  # type: ignore[misc]
         logger.info(
             "batch %d wrote to %s in %d tasks: %s", batchId, self.plan.label, len(messages), total
         )
+        if total.warning():
+            logger.warning("batch %d to %s: %s", batchId, self.plan.label, total.warning())
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, failed = totals(self.plan, messages)
