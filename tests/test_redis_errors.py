@@ -221,3 +221,22 @@ def test_lease_refusals_are_busy_or_lost():
     lost = rules.translate(redis.ResponseError("ICK LEASE lost 0 0 0 0 beta"), "Ick 'q'")
     assert isinstance(lost, LeaseLost) and not isinstance(lost, LeaseBusy)
     assert lost.owner == "beta" and "lost its lease ('beta' holds it now" in str(lost)
+
+
+def test_a_certificate_that_does_not_verify_asks_for_the_ca_not_plain_redis():
+    message = str(rules.connection_error(cert_refused(), "rediss://redis.internal:6379/0"))
+    assert "ssl_ca_certs=/path/ca.crt" in message and "certificate did not verify" in message
+    assert "plain (non-TLS)" not in message and "redis://" not in message.split("(")[0]
+    assert rules.tls_hint(cert_refused(), "rediss") is None  # TLS works: no mismatch
+
+
+def test_no_sentinel_answering_names_each_briefly():
+    url = "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/svc"
+    error = no_sentinel_answers()
+    assert "<redis.client.Redis(" in str(error) and len(str(error)) > 500  # redis-py's text
+    message = str(rules.connection_error(error, url))
+    assert message.startswith("no sentinel answered within redis.retryTimeout; asked ")
+    assert len(message) < 400 and "<redis" not in message and "REDACTED" not in message
+    asked = [f"{host}:{port}: " for host, port, _ in rules._SENTINEL_ERROR.findall(str(error))]
+    assert len(asked) == 2 and all(each in message for each in asked)
+    assert "<redis" not in str(rules.translate(error))

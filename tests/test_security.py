@@ -73,9 +73,11 @@ def test_tls_round_trip(redis_tls):
 
 def test_tls_without_the_ca_fails_at_once(redis_tls):
     started = time.monotonic()
-    with pytest.raises(IckConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(IckConnectionError, match="CERTIFICATE_VERIFY_FAILED") as failed:
         connect(redis_tls.url)
     assert time.monotonic() - started < 2  # a certificate error is not retried
+    assert "?ssl_ca_certs=/path/ca.crt" in str(failed.value)  # the CA is missing, not TLS
+    assert "plain (non-TLS)" not in str(failed.value)
 
 
 def test_cli_over_tls(redis_tls):

@@ -82,7 +82,10 @@ DEMOTED = "The previous master is now a slave"
 connected to: the command was refused (it did not run) and the next connection asks the
 sentinels for the new primary."""
 
-_CLIENT_REPR = re.compile(r"<redis\.client\.Redis\(.*?host=([^,]+),port=(\d+)[^>]*>\)>\)>")
+_SENTINEL_ERROR = re.compile(
+    r"<redis\.client\.Redis\(.*?host=([^,>]+),port=(\d+).*? - (.*?)(?=, <redis\.client\.|$)",
+    re.DOTALL,
+)
 SENTINEL_REFUSALS = (
     "AuthenticationError",
     "AuthenticationRequiredError",
@@ -183,11 +186,30 @@ def retryable(error: BaseException, replay_safe: bool) -> bool:
     return transient(error) if replay_safe else not_run(error)
 
 
+def unverified(error: BaseException) -> bool:
+    """True when a TLS server's certificate did not verify (an unknown CA, another host
+    name): TLS works, the client does not trust the server."""
+    return any(
+        isinstance(e, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(e)
+        for e in chain(error)
+    )
+
+
+CA_HINT = (
+    "the server's TLS certificate did not verify: give the CA that signed it with "
+    "?ssl_ca_certs=/path/ca.crt in the URL (a private CA), and check that the URL's host "
+    "is a name the certificate holds"
+)
+
+
 def tls_hint(error: BaseException, scheme: str) -> str | None:
     """A hint when the first contact failed the way a TLS mismatch does, else None: a TLS
     handshake with a plain server times out or fails; a plain client is reset by a server
-    that speaks only TLS (and by a load balancer whose Redis is restarting)."""
+    that speaks only TLS (and by a load balancer whose Redis is restarting). A certificate
+    that does not verify is no mismatch (``unverified``)."""
     errors = chain(error)
+    if unverified(error):
+        return None
     if scheme == "rediss" and any(
         isinstance(e, ssl.SSLError) or "handshake" in str(e) for e in errors
     ):
@@ -213,11 +235,22 @@ def connection_error(exc: Exception, url: str | None = None) -> IckConnectionErr
             f"Redis{target} refused the username or password "
             "(check redis.username / redis.password or the URL)"
         )
-    hint = tls_hint(exc, urlsplit(url).scheme) if url else None
+    hint = CA_HINT if unverified(exc) else tls_hint(exc, urlsplit(url).scheme) if url else None
     return IckConnectionError(
         f"cannot reach Redis{target}: "
         + (f"{hint} ({type(exc).__name__}: {exc})" if hint else f"{type(exc).__name__}: {exc}")
     )
+
+
+def brief(message: str) -> str:
+    """redis-py's MasterNotFoundError text without its client reprs (hundreds of
+    characters each): ``"host:port: cause; ..."``, each cause cut to a line."""
+    if "<redis.client." not in message:
+        return message
+    found = _SENTINEL_ERROR.findall(message)
+    said = [f"{host}:{port}: {cause.strip()[:120]}" for host, port, cause in found]
+    head = message.split(" : ", 1)[0]
+    return f"{head}: {'; '.join(said)}" if said else head
 
 
 def sentinel_connection_error(exc: Exception, url: str) -> IckConnectionError:
@@ -239,9 +272,9 @@ def sentinel_connection_error(exc: Exception, url: str) -> IckConnectionError:
         )
     found = [e for e in chain(exc) if isinstance(e, MasterNotFoundError)]
     if found and " : " in str(found[0]):
-        said = _CLIENT_REPR.sub(r"\1:\2", str(found[0]).split(" : ", 1)[1])
         return IckConnectionError(
-            f"no sentinel answered within redis.retryTimeout; asked {asked} ({said[:600]})"
+            f"no sentinel answered within redis.retryTimeout; asked {asked} "
+            f"({brief(str(found[0]))})"
         )
     if found:
         return IckConnectionError(
@@ -268,7 +301,7 @@ def unknown_service(url: str, service: str, known: dict[str, list[str]]) -> IckC
 
 def translate(exc: Exception, what: str | None = None) -> IckError:
     """The IckError for an error raised by redis-py; ``what`` names the Ick or dehydrator."""
-    message = str(exc)
+    message = brief(str(exc))
     if permanent(exc):  # a refused password or certificate: not retried
         return connection_error(exc)
     if isinstance(

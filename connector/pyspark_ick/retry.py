@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from .redis_errors import retryable
+from .redis_errors import brief, retryable
 
 logger = logging.getLogger("pyspark_ick.retry")
 
@@ -70,7 +70,7 @@ def call(
                 "%s: %s: %s; retrying for up to %.0f s (redis.retryTimeout)",
                 what,
                 type(error).__name__,
-                str(error).lstrip("-"),
+                brief(str(error)).lstrip("-"),
                 left,
             )
         pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2**attempt))
