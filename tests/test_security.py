@@ -116,6 +116,26 @@ def acl_url(redis_url, redis_standalone) -> Iterator[str]:
         admin.execute_command("ACL", "DELUSER", "ick")
 
 
+def test_acl_user_can_reshard_release_and_inspect_a_dehydrator(acl_url, client):
+    """The operators' commands need nothing the documented ACL line lacks."""
+    from pyspark_ick import Dehydrator, ShardedIck
+    from pyspark_ick.dehydrator_view import peek, stats
+    from pyspark_ick.release import release
+    from pyspark_ick.reservations import ReservationLog
+    from pyspark_ick.reshard import reshard
+
+    restricted = connect(acl_url)
+    ShardedIck(restricted, "dirty_docs", 2).add({f"m{i}": float(i) for i in range(30)})
+    log = ReservationLog(restricted, "dirty_docs:0")
+    log.reserve(5, 0, log.lease.acquire("query-x", 100))  # expires at once
+    assert sum(release(restricted, "dirty_docs").requeued) == 5
+    assert reshard(restricted, "dirty_docs", 3).after == 3
+    assert ShardedIck(restricted, "dirty_docs", 3).stats()["pset_size"] == 30
+    Dehydrator(restricted, "parked").push("a", "x", 0)
+    assert stats(restricted, "parked", 1)["totals"]["due"] == 1
+    assert peek(restricted, "parked", 1, 5)[0][:1] == ("a",)
+
+
 def test_acl_user_runs_the_client_operations(acl_url, client):
     restricted = connect(acl_url)
     ick = Ick(restricted, "dirty_docs")

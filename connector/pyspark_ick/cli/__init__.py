@@ -3,15 +3,18 @@
     pyspark-ick stats NAME [--shards N] [--watch [SECONDS]] [--json]
     pyspark-ick add NAME MEMBER [MEMBER ...] [--score S] [--shards N]
     pyspark-ick peek NAME [--shards N] [-n 10] [--json]
-    pyspark-ick del NAME [--shards N] [--yes]
+    pyspark-ick del NAME [--shards N] [--yes] [--force]
+    pyspark-ick reshard NAME --to N [--shards S] [--yes]
+    pyspark-ick release NAME [--shards N]
     pyspark-ick metrics --port PORT [--bind ADDRESS]
-    pyspark-ick dehydrator look|ttn|push|pull NAME ...
+    pyspark-ick dehydrator stats|peek|look|ttn|push|pull|release NAME ...
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
 for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA; ``redis+sentinel://h1,h2/SERVICE``
-for the primary that Sentinel names), ``--cluster``. Without
+for the primary that Sentinel names), ``--cluster`` (auto, true, false). Without
 ``--shards`` the count recorded in Redis is used. Exit codes: 0 done, 1 error (one line on
-stderr, never a traceback or a password), 2 bad usage, 3 not found (or deletion declined).
+stderr, never a traceback or a password), 2 bad usage, 3 not found (or a question answered
+no), 130 interrupted. Tables need the ``cli`` extra (rich); ``--json`` does not.
 """
 
 from __future__ import annotations
