@@ -216,6 +216,16 @@ def test_a_gem_ick_needs_its_count_and_is_checked(client):
         reshard(client, "gem", 2)
     with pytest.raises(ShardCountError, match="another shard count"):
         reshard(client, "gem", 2, shards=3)  # gem:0 holds members of other shards of 3
+    client.delete("gem:0", "gem:0/ick/{gem:0}/pset")
+    for member in ("a", "b", "c", "d"):  # a gem producer of 2 shards
+        key = f"gem:{shard_of(member, 2)}"
+        client.set(key, "ick.v1")
+        client.zadd(f"{key}/ick/{{{key}}}/pset", {member: 1.0})
+    with pytest.raises(Killed):
+        reshard(client, "gem", 3, shards=2, progress=killer(2))
+    assert int(client.get(shard_count_key("gem"))) == 2  # recorded first: a rerun knows it
+    reshard(client, "gem", 3)
+    check_layout(client, "gem", 3, dict.fromkeys("abcd", 1.0))
 
 
 def stream_reader_for(url: str, shards: int) -> Any:

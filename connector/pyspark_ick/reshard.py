@@ -101,7 +101,7 @@ class Reshard:
                 f"{self.label}: a reshard to {target} shards did not finish: finish it first "
                 f"(pyspark-ick reshard {self.name} --to {target}), then reshard again"
             )
-        before = self.current(given, resuming=target is not None)
+        before = self.current(given)
         self.report = Resharded(self.name, before, self.to)
         if before == self.to and target is None:
             return self.report
@@ -141,9 +141,9 @@ class Reshard:
 
     # --- the steps -----------------------------------------------------------------------
 
-    def current(self, given: int | None, resuming: bool) -> int:
-        """The shard count now: the recorded one, else ``given`` (its layout checked,
-        unless a reshard is being resumed)."""
+    def current(self, given: int | None) -> int:
+        """The shard count now: the recorded one, else ``given``, checked against the keys
+        and recorded first (so that a run again after a crash knows it)."""
         found = recorded(self.client, self.name, "ick", self.label)
         if found is not None:
             if given is not None and given != found:
@@ -154,8 +154,7 @@ class Reshard:
                 f"{self.label}: no shard count is recorded in Redis (its producers record "
                 "none): give the count they use (--shards N, or shards=N)"
             )
-        if not resuming:
-            ShardedIck(self.client, self.name, check_shards(given)).check_layout()
+        ShardedIck(self.client, self.name, check_shards(given)).check_shards()
         return given
 
     def mark(self) -> bool:
