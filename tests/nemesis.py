@@ -63,6 +63,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from redis_faults import kill, restart, wait_promoted
+
 HERE = Path(__file__).resolve().parent
 ICK = "soak"
 DEHYDRATOR = "soakdh"
@@ -690,10 +692,10 @@ class Nemesis:
     # Each fault returns a dict of details; "hit" False: there was nothing to hit.
 
     def redis_kill(self) -> dict[str, Any]:
-        self.server.kill()
+        kill(self.server)
         down = self.rng.uniform(0.5, 3.0)
         self._hold(down)
-        self.server.restart(timeout=60)
+        restart(self.server, timeout=60)
         return {"hit": True, "down": round(down, 2)}
 
     def redis_stop(self) -> dict[str, Any]:
@@ -814,7 +816,7 @@ class Nemesis:
             interval=0.1,
             what=f"a primary other than the dead {node.port}",
         )
-        node.restart(timeout=60)
+        restart(node, timeout=60)
         self.sentinels.wait_healthy(90)
 
     def sentinel_kill(self) -> dict[str, Any]:
@@ -822,9 +824,9 @@ class Nemesis:
         2-6 s after the promotion rejoins as a replica."""
         old = self.sentinels.primary()
         began = time.monotonic()
-        old.kill()
+        kill(old)
         answered = self._answered(began, old.port)
-        new = self.sentinels.wait_promoted(old, 60)
+        new = wait_promoted(self.sentinels, old, 60)
         down = self.rng.uniform(2, 6)
         self._hold(down)
         self._revive(old)
@@ -845,7 +847,7 @@ class Nemesis:
         with sentinel.client(socket_timeout=5) as c:
             c.execute_command("SENTINEL", "FAILOVER", self.sentinels.service)
         answered = self._answered(began, old.port)
-        new = self.sentinels.wait_promoted(old, 60)
+        new = wait_promoted(self.sentinels, old, 60)
         self.sentinels.wait_healthy(90)  # the old primary replicates the new one
         return {
             "hit": True,
@@ -895,7 +897,7 @@ class Nemesis:
             if self.server.process is not None and self.server.process.poll() is None:
                 signal_pid(self.server.process.pid, signal.SIGCONT)
             if not self.server.alive:
-                self.server.restart(timeout=60)
+                restart(self.server, timeout=60)
             self.proxy.heal()
         pid = self.supervisor.pid()
         if pid is not None:

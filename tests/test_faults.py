@@ -9,7 +9,8 @@ readStream.format("ick") or format("dehydrator") runs.
 - a full Redis (maxmemory, noeviction): the consumer drains it, producers get a clear error;
 - a query restarted after its reader crashed resumes in seconds without consumerId, while a
   second live query is refused at once;
-- and the harness these use (pyspark_ick.testing): kill -9 and restart, slot migration.
+- and the harness these use (tests/redis_faults.py, tests/cluster_faults.py): kill -9 and
+  restart, slot migration.
 
 Each stream query must ride the fault out by itself (no restart from the checkpoint), and
 every add Redis acknowledged is checked against the deliveries (I1: a delivery that started
@@ -26,6 +27,15 @@ from typing import Any
 
 import pytest
 import redis
+from cluster_faults import (
+    SlotMigration,
+    key_slot,
+    migrate_slot,
+    owner,
+    primaries,
+    start_cluster_with_replicas,
+    wait_healthy,
+)
 from faults_support import (
     Parker,
     Producer,
@@ -40,7 +50,7 @@ from faults_support import (
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode
 from redis.retry import Retry
-from redis_faults import SlotMigration, key_slot, migrate_slot, start_durable
+from redis_faults import kill, restart, start_durable
 
 from pyspark_ick import Dehydrator, IckError, ShardedIck, connect
 from pyspark_ick.reservations import ReservationLog
@@ -106,10 +116,10 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
-        durable.kill()
+        kill(durable)
         killed = time.monotonic()
         time.sleep(3)  # the outage
-        durable.restart()
+        restart(durable)
         back = time.monotonic()
         wait_running(
             query,
@@ -137,16 +147,16 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
 @pytest.fixture
 def replicated_cluster() -> Iterator[RedisClusterServers]:
     """3 primaries, a replica each, cluster-node-timeout 2000 ms (a failover in seconds)."""
-    cluster = start_cluster(3, replicas=1, node_timeout_ms=2000)
+    cluster = start_cluster_with_replicas(3, replicas=1, node_timeout_ms=2000)
     yield cluster
     cluster.stop()
 
 
 def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
     cluster, ick, shards = replicated_cluster, "failover", 3
-    doomed = cluster.owner(key_slot("failover:0"))
-    on_doomed = {i for i in range(shards) if cluster.owner(key_slot(f"{ick}:{i}")) is doomed}
-    others = [n for n in cluster.primaries() if n is not doomed]
+    doomed = owner(cluster, key_slot("failover:0"))
+    on_doomed = {i for i in range(shards) if owner(cluster, key_slot(f"{ick}:{i}")) is doomed}
+    others = [n for n in primaries(cluster) if n is not doomed]
     url = cluster.seed_url([doomed, *others])  # the seed that dies comes first
     producer = Producer(cluster_client(cluster), ick, shards, wait_replica=True)
     sink = Sink()
@@ -160,9 +170,9 @@ def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
-        doomed.kill()
+        kill(doomed)
         killed = time.monotonic()
-        cluster.wait_healthy(30)
+        wait_healthy(cluster, 30)
         healed = time.monotonic()
         producer.wait_replica = False  # the promoted primary has no replica
         wait_running(
@@ -205,8 +215,8 @@ def migration_cluster() -> Iterator[RedisClusterServers]:
 def migration_to_another(cluster: RedisClusterServers, key: str) -> SlotMigration:
     """A migration of the slot of ``key`` to a primary that does not serve it, a key a step."""
     slot = key_slot(key)
-    source = cluster.owner(slot)
-    target = next(n for n in cluster.primaries() if n is not source)
+    source = owner(cluster, slot)
+    target = next(n for n in primaries(cluster) if n is not source)
     return SlotMigration(cluster, slot, target, keys_per_step=1)
 
 
@@ -214,7 +224,7 @@ def complete(migration: SlotMigration) -> None:
     """Finish a migration a failed test left half done (the fixture's cluster is shared)."""
     if (
         migration.source is not None
-        and migration.cluster.owner(migration.slot) is not migration.target
+        and owner(migration.cluster, migration.slot) is not migration.target
     ):
         while migration.step():
             pass
@@ -241,7 +251,7 @@ def move_in_steps(migration: SlotMigration, between: Callable[[], None]) -> None
 
 def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
     cluster, ick, shards = migration_cluster, "moving", 2
-    for node in cluster.primaries():
+    for node in primaries(cluster):
         with node.client() as c:
             c.flushall()
     client = connect(cluster.nodes[0].url)
@@ -275,7 +285,7 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
         assert replay.rows == first.rows
         move_in_steps(migration, lambda: pause_for(query, 0.5))
         done = time.monotonic()
-        assert cluster.owner(migration.slot) is migration.target and migration.steps >= 3
+        assert owner(cluster, migration.slot) is migration.target and migration.steps >= 3
         wait_running(
             query,
             lambda: producer.acked_since(done, {0}) >= 30 and sink.batches_since(done) >= 3,
@@ -310,7 +320,7 @@ def pause_for(query: Any, seconds: float) -> None:
 
 def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path):
     cluster, name, shards = migration_cluster, "parked", 2
-    for node in cluster.primaries():
+    for node in primaries(cluster):
         with node.client() as c:
             c.flushall()
     client = connect(cluster.nodes[0].url)
@@ -357,7 +367,7 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
         assert replay.rows == first.rows
         move_in_steps(migration, lambda: pause_for(query, 0.5))
         done = time.monotonic()
-        assert cluster.owner(migration.slot) is migration.target and migration.steps >= 3
+        assert owner(cluster, migration.slot) is migration.target and migration.steps >= 3
         wait_running(
             query,
             lambda: parker.acked_since(done) >= 40 and sink.batches_since(done) >= 3,
@@ -526,9 +536,9 @@ def test_a_durable_server_keeps_acknowledged_writes_across_kill_and_restart(dura
     with durable.client() as c:
         c.set("kept", "yes")
     port = durable.port
-    durable.kill()
+    kill(durable)
     assert not durable.alive
-    durable.restart()
+    restart(durable)
     assert durable.port == port
     with durable.client() as c:
         assert c.get("kept") == b"yes"
@@ -540,8 +550,8 @@ def test_migrate_slot_moves_every_key_in_steps(migration_cluster):
     with cluster_client(cluster) as c:
         c.mset(dict.fromkeys(keys, "v"))
     slot = key_slot(keys[0])
-    source = cluster.owner(slot)
-    target = next(n for n in cluster.primaries() if n is not source)
+    source = owner(cluster, slot)
+    target = next(n for n in primaries(cluster) if n is not source)
     seen: list[tuple[int, int]] = []
     moved = migrate_slot(
         cluster,
@@ -551,6 +561,6 @@ def test_migrate_slot_moves_every_key_in_steps(migration_cluster):
         between=lambda m: seen.append((m.moved, m.keys_left())),
     )
     assert moved == 25 and seen == [(0, 25), (10, 15), (20, 5), (25, 0)]
-    assert cluster.owner(slot) is target
+    assert owner(cluster, slot) is target
     with cluster_client(cluster) as c:
         assert c.mget(keys) == [b"v"] * 25

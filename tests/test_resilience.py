@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from fault_proxy import FaultProxy
 from faults_support import Sink, drained, stream, wait_running
-from redis_faults import start_durable
+from redis_faults import kill, restart, start_durable
 
 from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, lua, scripts
 from pyspark_ick.ick import queue_add
@@ -42,8 +42,8 @@ def proxy(durable: RedisServer) -> Iterator[FaultProxy]:
 
 def restart_after(server: RedisServer, seconds: float) -> threading.Thread:
     """kill -9 ``server`` now and start it again after ``seconds``, in a thread."""
-    server.kill()
-    thread = threading.Thread(target=lambda: (time.sleep(seconds), server.restart()))
+    kill(server)
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), restart(server)))
     thread.start()
     return thread
 

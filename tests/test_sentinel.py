@@ -32,7 +32,14 @@ from faults_support import (
     stream,
     wait_running,
 )
-from redis_faults import replicas_behind
+from redis_faults import (
+    failover,
+    kill,
+    kill_primary,
+    replicas_behind,
+    wait_promoted,
+    wait_replicated,
+)
 
 from pyspark_ick import (
     Dehydrator,
@@ -277,9 +284,9 @@ def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, h
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
         producer.stop()  # the replicas catch up, then the primary goes
-        doomed.wait_replicated()
+        wait_replicated(doomed)
         started = time.monotonic()
-        promoted = doomed.kill_primary() if how == "kill -9" else doomed.failover()
+        promoted = kill_primary(doomed) if how == "kill -9" else failover(doomed)
         failed_over = time.monotonic() - started
         after = Producer(producer.client, ick, shards)
         after.start()
@@ -363,10 +370,10 @@ def kill_with_replicas_behind(sentinels: SentinelSet, adder: Adder) -> tuple[flo
     with replicas_behind(sentinels) as primary:
         lagging = time.monotonic()
         time.sleep(0.3)  # adds the replicas will never see (unless the adder waited)
-        primary.kill()
+        kill(primary)
         killed = time.monotonic()
         during = adder.acked_since(lagging)
-    sentinels.wait_promoted(primary)
+    wait_promoted(sentinels, primary)
     return time.monotonic() - killed, during
 
 
@@ -377,7 +384,7 @@ def test_without_wait_replicas_such_a_kill_loses_acknowledged_adds(doomed):
     adder.start()
     try:
         wait_until(lambda: len(adder.acked) >= 20, timeout=30, what="20 adds")
-        doomed.wait_replicated()
+        wait_replicated(doomed)
         _, during = kill_with_replicas_behind(doomed, adder)
         wait_until(lambda: len(adder.acked) >= during + 40, timeout=60, what="adds after")
     finally:
