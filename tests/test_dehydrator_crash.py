@@ -23,13 +23,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from support import redis_ms
+
 POINTS = ["after_reserve", "before_read", "during_read", "after_sink", "before_commit"]
 NAME, SHARDS = "crashy", 2
-
-
-def redis_ms(client: Any) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
 
 
 def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(

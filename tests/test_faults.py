@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,18 +39,17 @@ from cluster_faults import (
 from faults_support import (
     Parker,
     Producer,
-    Sink,
     check_deliveries,
     check_i1,
     drained,
     source_runners,
-    stream,
     wait_running,
 )
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode
 from redis.retry import Retry
-from redis_faults import kill, restart, start_durable
+from redis_faults import kill, restart
+from support import Delivery, Sink, failure_of, stop_all, stream
 
 from pyspark_ick import Dehydrator, IckError, ShardedIck, connect
 from pyspark_ick.reservations import ReservationLog
@@ -73,27 +72,7 @@ def cluster_client(cluster: RedisClusterServers) -> redis.RedisCluster:
     )
 
 
-def stop_all(*things: Any) -> None:
-    """Stop producers and queries that may still run (after a failure)."""
-    for thing in things:
-        if thing is None:
-            continue
-        if hasattr(thing, "isActive"):
-            if thing.isActive:
-                thing.stop()
-        else:
-            thing.stop()
-
-
 # --- kill -9 of Redis, restart on the same port ---------------------------------------
-
-
-@pytest.fixture
-def durable() -> Iterator[RedisServer]:
-    """A Redis of this test only: appendonly yes, appendfsync always."""
-    server = start_durable()
-    yield server
-    server.stop()
 
 
 def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
@@ -242,19 +221,41 @@ def first_batch_then_fail(spark: Any, fmt: str, options: dict[str, Any], checkpo
     return sink
 
 
-def move_in_steps(migration: SlotMigration, between: Callable[[], None]) -> None:
-    """MIGRATE the rest of the slot in steps, ``between()`` after each, then SETSLOT NODE."""
+def flushed(cluster: RedisClusterServers) -> Any:
+    """A connector client of ``cluster``, every primary flushed first (tests share it)."""
+    for node in primaries(cluster):
+        with node.client() as c:
+            c.flushall()
+    return connect(cluster.nodes[0].url)
+
+
+def replay_then_move(
+    query: Any, sink: Sink, first: Delivery, migration: SlotMigration, what: str
+) -> float:
+    """The restarted query replays batch 0 (``first``, the ``what`` one) while the slot is
+    MIGRATING with nothing moved; then the rest of the slot moves in MIGRATE steps, the
+    query and the producer working on it for 0.5 s after each, and SETSLOT NODE. Returns
+    when the move was done (time.monotonic())."""
+    wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
+    assert migration.moved == 0
+    replay = sink.snapshot()[0]
+    assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
+        f"the batch read while the slot was MIGRATING is not the {what} one"
+    )
+    assert replay.sorted_rows == first.sorted_rows
     while migration.step():
-        between()
+        time.sleep(0.5)
+        assert query.isActive, f"the query stopped during the migration: {query.exception()}"
     migration.finish()
+    done = time.monotonic()
+    assert owner(migration.cluster, migration.slot) is migration.target
+    assert migration.steps >= 3
+    return done
 
 
 def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
     cluster, ick, shards = migration_cluster, "moving", 2
-    for node in primaries(cluster):
-        with node.client() as c:
-            c.flushall()
-    client = connect(cluster.nodes[0].url)
+    client = flushed(cluster)
     ShardedIck(client, ick, shards).add({f"pre{i}": float(i) for i in range(400)})
     options = ick_options(cluster.url, ick, shards, consumerId="mover", maxMembersPerTrigger=1000)
     first = first_batch_then_fail(spark, "ick", options, str(tmp_path / "ckpt")).snapshot()[0]
@@ -276,16 +277,7 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
         query = stream(
             spark, "ick", {**options, "maxMembersPerTrigger": 50}, sink, str(tmp_path / "ckpt")
         )
-        wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
-        assert migration.moved == 0
-        replay = sink.snapshot()[0]
-        assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
-            "the batch read while the slot was MIGRATING is not the reserved one"
-        )
-        assert replay.rows == first.rows
-        move_in_steps(migration, lambda: pause_for(query, 0.5))
-        done = time.monotonic()
-        assert owner(cluster, migration.slot) is migration.target and migration.steps >= 3
+        done = replay_then_move(query, sink, first, migration, "reserved")
         wait_running(
             query,
             lambda: producer.acked_since(done, {0}) >= 30 and sink.batches_since(done) >= 3,
@@ -312,18 +304,9 @@ def members_of(read: list[tuple[int, list[Any]]]) -> list[str]:
     )
 
 
-def pause_for(query: Any, seconds: float) -> None:
-    """Let the query and the producer work on the half-moved slot for ``seconds``."""
-    time.sleep(seconds)
-    assert query.isActive, f"the query stopped during the migration: {query.exception()}"
-
-
 def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path):
     cluster, name, shards = migration_cluster, "parked", 2
-    for node in primaries(cluster):
-        with node.client() as c:
-            c.flushall()
-    client = connect(cluster.nodes[0].url)
+    client = flushed(cluster)
     parked = Dehydrator(client, name, shards)
     parked.park([f"pre{i}" for i in range(400)], [f"early {i}" for i in range(400)], [0] * 400)
     options = {
@@ -358,16 +341,7 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
             sink,
             str(tmp_path / "ckpt"),
         )
-        wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
-        assert migration.moved == 0
-        replay = sink.snapshot()[0]
-        assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
-            "the batch read while the slot was MIGRATING is not the claimed one"
-        )
-        assert replay.rows == first.rows
-        move_in_steps(migration, lambda: pause_for(query, 0.5))
-        done = time.monotonic()
-        assert owner(cluster, migration.slot) is migration.target and migration.steps >= 3
+        done = replay_then_move(query, sink, first, migration, "claimed")
         wait_running(
             query,
             lambda: parker.acked_since(done) >= 40 and sink.batches_since(done) >= 3,
@@ -467,17 +441,6 @@ def test_full_redis_drains_and_producers_get_a_clear_error(spark, small_redis, t
 
 
 # --- a crashed query restarts in seconds; a live second one is refused ----------------
-
-
-def failure_of(query: Any, timeout: float) -> str:
-    """The message the query failed with within ``timeout`` seconds (fails if it did not)."""
-    try:
-        ended = query.awaitTermination(timeout)
-    except Exception as exc:  # noqa: BLE001 - the failure is what we want
-        return str(exc)
-    raise AssertionError(
-        f"the query {'ended cleanly' if ended else 'still runs'}: it should have been refused"
-    )
 
 
 def test_restart_after_crash_resumes_without_consumer_id(spark, client, redis_url, tmp_path):

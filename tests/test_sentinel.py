@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pickle
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,11 +24,9 @@ import pytest
 from faults_support import (
     Loop,
     Producer,
-    Sink,
     check_deliveries,
     check_i1,
     drained,
-    stream,
     wait_running,
 )
 from redis_faults import (
@@ -40,6 +37,7 @@ from redis_faults import (
     wait_promoted,
     wait_replicated,
 )
+from support import Sink, cli_command, stop_all, stream
 
 from pyspark_ick import (
     Dehydrator,
@@ -154,7 +152,7 @@ def test_no_sentinel_reachable_names_them_all():
 def test_the_cli_stats_through_a_sentinel_url(calm):
     ShardedIck(connect(calm.url), "cli_q", 1).add({"a": 1.0, "b": 2.0})
     done = subprocess.run(
-        [sys.executable, "-m", "pyspark_ick.cli", "--url", calm.url, "stats", "cli_q", "--json"],
+        cli_command("stats", "cli_q", "--json", url=calm.url),
         capture_output=True,
         text=True,
         timeout=60,
@@ -231,15 +229,7 @@ def test_sentinel_auth(guarded):
         for secret in (SECRET, SENTINEL_SECRET, "wrong-one", "wrong-two"):
             assert secret not in str(info.value)
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_ick.cli",
-            "--url",
-            guarded.sentinel_url(sentinel_password="wrong-one"),
-            "stats",
-            "x",
-        ],
+        cli_command("stats", "x", url=guarded.sentinel_url(sentinel_password="wrong-one")),
         capture_output=True,
         text=True,
         timeout=60,
@@ -259,27 +249,19 @@ def doomed() -> Iterator[SentinelSet]:
     found.stop()
 
 
-def stop_all(*things: Any) -> None:
-    for thing in things:
-        if hasattr(thing, "isActive"):
-            if thing.isActive:
-                thing.stop()
-        else:
-            thing.stop()
+def stream_of(spark: Any, url: str, ick: str, shards: int, checkpoint: str) -> tuple[Any, Sink]:
+    """A stream query of ``ick`` (40 members a batch at most, this suite's retry and lease
+    settings) into a new Sink: (query, sink)."""
+    sink = Sink()
+    options = {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40}
+    return stream(spark, "ick", {**options, **RETRY}, sink, checkpoint), sink
 
 
 @pytest.mark.parametrize("how", ["kill -9", "SENTINEL FAILOVER"])
 def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, how):
     ick, shards, url = "failover", 2, doomed.url
     producer = Producer(connect(url, timeout=2, retry_timeout=0), ick, shards)
-    sink = Sink()
-    query = stream(
-        spark,
-        "ick",
-        {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40, **RETRY},
-        sink,
-        str(tmp_path / "ckpt"),
-    )
+    query, sink = stream_of(spark, url, ick, shards, str(tmp_path / "ckpt"))
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
@@ -404,14 +386,7 @@ def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, do
     adder = Adder(
         connect(url, timeout=2, retry_timeout=30, wait_replicas=1, wait_timeout=20), ick, shards
     )
-    sink = Sink()
-    query = stream(
-        spark,
-        "ick",
-        {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40, **RETRY},
-        sink,
-        str(tmp_path / "ckpt"),
-    )
+    query, sink = stream_of(spark, url, ick, shards, str(tmp_path / "ckpt"))
     try:
         adder.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")

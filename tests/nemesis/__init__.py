@@ -46,8 +46,8 @@ migration (``--cluster``).
 The modules, one job each: ``cli`` (the command line), ``settings`` (what a soak does, the
 fault kinds), ``topology`` (where the Ick lives: behind the proxy, or a Sentinel set),
 ``producers``, ``consumer`` (the child process and its Spark queries), ``supervisor`` (runs
-and restarts the child), ``faults`` and ``failovers`` (the nemesis), ``processes`` (finding
-and signalling ours), ``records`` (the run's JSON lines), ``soak`` (one run, start to end),
+and restarts the child), ``faults`` and ``failovers`` (the nemesis), ``processes``
+(signalling ours), ``records`` (the run's JSON lines), ``soak`` (one run, start to end),
 ``summary`` (its checks and table) and ``check`` (the checker, pure functions over the
 records). They import one another as ``nemesis.*`` with tests/ on sys.path (as under pytest;
 ``__main__`` puts it there).

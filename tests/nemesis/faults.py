@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from redis_faults import kill, restart
+from support import descendants
 
 from nemesis.failovers import Failovers
-from nemesis.processes import descendants, signal_group, signal_pid
+from nemesis.processes import signal_group, signal_pid
 from nemesis.records import Journal, stamp, write_atomically
 from nemesis.settings import KINDS, SENTINEL_KINDS, Settings
 from nemesis.supervisor import Supervisor
