@@ -12,7 +12,7 @@ from faults_support import Add, Loop, add_recorded
 
 from nemesis.records import Journal
 from nemesis.settings import ICK, Settings
-from pyspark_ick import IckConnectionError, replication, scripts
+from pyspark_ick import IckConnectionError, lua, replication
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names, shard_of
 
@@ -91,7 +91,7 @@ def make_producer(client: Any, journal: Journal, settings: Settings, index: int)
         def recover(self) -> None:
             """The server may be new (restarted): load ickadd again, or pause."""
             try:
-                client.script_load(scripts.source("ickadd"))
+                client.script_load(lua.source("ickadd"))
             except Exception:  # noqa: BLE001 - still away: the next tick tries again
                 time.sleep(0.2)
 
