@@ -18,6 +18,18 @@ from pyspark_ick import IckError
 from pyspark_ick.testing import wait_until
 
 
+def promotion(old: Any, new: Any, answered: float, **more: Any) -> dict[str, Any]:
+    """The record of a failover that promoted ``new`` in place of ``old``."""
+    return {
+        "hit": True,
+        "promoted": True,
+        "old": old.port,
+        "new": new.port,
+        "answered_after": answered,
+        **more,
+    }
+
+
 class Failovers:
     """The failover kinds of ``Nemesis``, whose ``sentinels``, ``rng`` and ``_hold`` they
     use. Each records ``answered_after``: seconds from the fault until the primary the
@@ -66,14 +78,7 @@ class Failovers:
         down = self.rng.uniform(2, 6)
         self._hold(down)
         self._revive(old)
-        return {
-            "hit": True,
-            "promoted": True,
-            "old": old.port,
-            "new": new.port,
-            "answered_after": answered,
-            "down_after_promotion": round(down, 2),
-        }
+        return promotion(old, new, answered, down_after_promotion=round(down, 2))
 
     def sentinel_failover(self) -> dict[str, Any]:
         """SENTINEL FAILOVER (graceful): a replica is promoted, the old primary demoted."""
@@ -85,13 +90,7 @@ class Failovers:
         answered = self._answered(began, old.port)
         new = wait_promoted(self.sentinels, old, 60)
         self.sentinels.wait_healthy(90)  # the old primary replicates the new one
-        return {
-            "hit": True,
-            "promoted": True,
-            "old": old.port,
-            "new": new.port,
-            "answered_after": answered,
-        }
+        return promotion(old, new, answered)
 
     def sentinel_stop(self) -> dict[str, Any]:
         """SIGSTOP of the primary for 0.5-8 s: Sentinel fails over when it is down longer
