@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from .servers import HOST, RedisServer, start_binary, wait_until
+from .servers import HOST, RedisServer, running, start_binary, wait_until
 
 
 @dataclass
@@ -97,11 +97,6 @@ def _cluster_ok(node: RedisServer, count: int) -> bool:
         return info.get("cluster_state") == "ok" and int(info["cluster_known_nodes"]) == count
 
 
-@contextlib.contextmanager
-def redis_cluster(masters: int = 3) -> Iterator[RedisClusterServers]:
+def redis_cluster(masters: int = 3) -> contextlib.AbstractContextManager[RedisClusterServers]:
     """A throwaway Redis Cluster for the duration of the block."""
-    cluster = start_cluster(masters)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    return running(lambda: start_cluster(masters))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +18,11 @@ from .servers import (
     HOST,
     RedisServer,
     free_port,
-    ready,
     role,
+    running,
     server_binary,
     start_binary,
+    started,
     wait_until,
 )
 
@@ -230,23 +231,11 @@ def _start_sentinel(
         directory=directory,
         extra={"password": sentinel_password} if sentinel_password else {},
     )
-    try:
-        wait_until(lambda: ready(node), what=f"a sentinel on port {port}")
-    except TimeoutError:
-        log = Path(directory) / "sentinel.log"
-        text = log.read_text() if log.exists() else ""
-        node.stop()
-        raise IckError(
-            f"redis-server --sentinel did not start on port {port}: {text[-500:]}"
-        ) from None
-    return node
+    return started(node, "redis-server --sentinel", Path(directory) / "sentinel.log")
 
 
-@contextlib.contextmanager
-def redis_sentinels(replicas: int = 2, sentinels: int = 3, **kw: Any) -> Iterator[SentinelSet]:
+def redis_sentinels(
+    replicas: int = 2, sentinels: int = 3, **kw: Any
+) -> contextlib.AbstractContextManager[SentinelSet]:
     """A throwaway Sentinel set (``start_sentinels``) for the duration of the block."""
-    found = start_sentinels(replicas, sentinels, **kw)
-    try:
-        yield found
-    finally:
-        found.stop()
+    return running(lambda: start_sentinels(replicas, sentinels, **kw))

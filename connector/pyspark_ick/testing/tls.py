@@ -9,11 +9,19 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import IckError
-from .servers import HOST, RedisServer, free_port, server_binary, start_binary, wait_until
+from .servers import (
+    HOST,
+    THROWAWAY,
+    RedisServer,
+    free_port,
+    running,
+    server_binary,
+    start_binary,
+    wait_until,
+)
 
 
 def make_certificates(directory: str | Path) -> dict[str, str]:
@@ -75,6 +83,18 @@ def make_certificates(directory: str | Path) -> dict[str, str]:
     return {"ca": str(d / "ca.crt"), "cert": str(d / "server.crt"), "key": str(d / "server.key")}
 
 
+def tls_only(port: int, certs: dict[str, str]) -> list[str]:
+    """The arguments of a server that listens on TLS ``port`` only, with ``certs``."""
+    files = {"--tls-cert-file": "cert", "--tls-key-file": "key", "--tls-ca-cert-file": "ca"}
+    return [
+        "--port",
+        "0",
+        "--tls-port",
+        str(port),
+        *(x for f in files for x in (f, certs[files[f]])),
+    ]
+
+
 def tls_supported(binary: str | None = None) -> bool:
     """True when ``binary`` (default: ``server_binary()``) can serve TLS: started with only a
     TLS port, it listens. A build without TLS refuses the ``tls-port`` setting (6.2) or
@@ -85,29 +105,7 @@ def tls_supported(binary: str | None = None) -> bool:
         certs = make_certificates(directory)
         port = free_port()
         process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                "0",
-                "--tls-port",
-                str(port),
-                "--bind",
-                HOST,
-                "--tls-cert-file",
-                certs["cert"],
-                "--tls-key-file",
-                certs["key"],
-                "--tls-ca-cert-file",
-                certs["ca"],
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                directory,
-                "--daemonize",
-                "no",
-            ],
+            [binary, *tls_only(port, certs), "--bind", HOST, *THROWAWAY, "--dir", directory],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -145,16 +143,7 @@ def start_tls(binary: str | None = None) -> RedisServer:
         port = free_port()
         server = start_binary(
             binary,
-            "--port",
-            "0",
-            "--tls-port",
-            str(port),
-            "--tls-cert-file",
-            certs["cert"],
-            "--tls-key-file",
-            certs["key"],
-            "--tls-ca-cert-file",
-            certs["ca"],
+            *tls_only(port, certs),
             "--tls-auth-clients",
             "no",
             port=port,
@@ -168,11 +157,6 @@ def start_tls(binary: str | None = None) -> RedisServer:
     return server
 
 
-@contextlib.contextmanager
-def tls_redis_server() -> Iterator[RedisServer]:
+def tls_redis_server() -> contextlib.AbstractContextManager[RedisServer]:
     """A throwaway TLS-only Redis for the duration of the block."""
-    server = start_tls()
-    try:
-        yield server
-    finally:
-        server.stop()
+    return running(start_tls)
