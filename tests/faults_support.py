@@ -1,6 +1,6 @@
 """Helpers of the fault suite (tests/test_faults.py): producers that record every add Redis
-acknowledged, a foreachBatch sink that records deliveries with their batch ids, the I1 and
-I3 checks, and how to find a query's reader process.
+acknowledged, the I1 and I3 checks over what a recording sink (tests/support.py) got, and
+how to find a query's reader process.
 
 I1 as in tests/test_reader_crash.py: an add is (member, score, shard, R), R the shard's last
 reservation number read in the same MULTI as the add; a delivery of the member from a
@@ -16,10 +16,10 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from math import inf
 from typing import Any, NamedTuple
 
 import redis
+from support import Sink, descendants
 
 from pyspark_ick import ShardedIck, lua, scripts
 from pyspark_ick.ick import queue_add
@@ -182,53 +182,13 @@ class Parker(Loop):
         return sum(1 for at in list(self.parked.values()) if at > moment)
 
 
-class Delivery(NamedTuple):
-    """One foreachBatch call: Spark's batch id, its rows (sorted tuples), when it ran."""
-
-    batch: int
-    rows: list[tuple[Any, ...]]
-    at: float
-
-
-class Sink:
-    """A foreachBatch function recording every call (replays included)."""
-
-    def __init__(self, fail_first: bool = False) -> None:
-        self.calls: list[Delivery] = []
-        self.lock = threading.Lock()
-        self.fail_first = fail_first
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        rows = sorted((tuple(r) for r in df.collect()), key=repr)
-        with self.lock:
-            self.calls.append(Delivery(batch_id, rows, time.monotonic()))
-        if self.fail_first:
-            self.fail_first = False
-            raise RuntimeError(f"the sink fails batch {batch_id} on purpose")
-
-    def snapshot(self) -> list[Delivery]:
-        with self.lock:
-            return list(self.calls)
-
-    def batches_since(self, moment: float) -> int:
-        return sum(1 for d in self.snapshot() if d.at > moment)
-
-    def first_since(self, moment: float) -> float:
-        """Seconds from ``moment`` to the first sink call after it (inf: none)."""
-        return min((d.at - moment for d in self.snapshot() if d.at > moment), default=inf)
-
-    def values(self, column: int = 0) -> set[Any]:
-        """The values of ``column`` (0: member or id) of every delivered row."""
-        return {row[column] for d in self.snapshot() for row in d.rows}
-
-
 def check_deliveries(sink: Sink) -> int:
     """No empty batch (a batch runs only when something was reserved, so an empty one lost
     it) and I3: every replay of a batch id has the same rows. Returns the replays."""
     by_batch: dict[int, list[list[Any]]] = defaultdict(list)
     for d in sink.snapshot():
         assert d.rows, f"batch {d.batch} was delivered empty"
-        by_batch[d.batch].append(d.rows)
+        by_batch[d.batch].append(d.sorted_rows)
     for batch, versions in by_batch.items():
         assert all(v == versions[0] for v in versions), f"batch {batch} replayed differently"
     return sum(len(v) - 1 for v in by_batch.values())
@@ -281,55 +241,11 @@ def wait_running(query: Any, check: Callable[[], Any], timeout: float, what: str
     return value
 
 
-def stream(
-    spark: Any,
-    fmt: str,
-    options: dict[str, Any],
-    sink: Sink,
-    checkpoint: str,
-    trigger: str = "150 milliseconds",
-) -> Any:
-    """Start ``readStream.format(fmt)`` with ``options`` into ``sink`` (foreachBatch)."""
-    reader = spark.readStream.format(fmt)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return (
-        reader.load()
-        .writeStream.foreachBatch(sink)
-        .trigger(processingTime=trigger)
-        .option("checkpointLocation", checkpoint)
-        .start()
-    )
-
-
 def source_runners() -> set[int]:
     """Pids of Spark's Python stream-source processes (one per running Python source:
     the driver side of a reader, where its lease heartbeat runs) under this process."""
-    me = os.getpid()
-    found = set()
-    for name in os.listdir("/proc"):
-        if name.isdigit() and _is_runner(int(name)) and _descends(int(name), me):
-            found.add(int(name))
-    return found
-
-
-def _is_runner(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"python_streaming_source_runner" in f.read()
-    except OSError:
-        return False
-
-
-def _descends(pid: int, ancestor: int) -> bool:
-    for _ in range(20):
-        if pid == ancestor:
-            return True
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            return False
-        if pid <= 1:
-            return False
-    return False
+    return {
+        pid
+        for pid, command in descendants(os.getpid()).items()
+        if "python_streaming_source_runner" in command
+    }

@@ -1,25 +1,46 @@
-"""The project's own fault tools, on top of pyspark_ick.testing's servers: a durable server
-(its AOF keeps every acknowledged write through ``kill()`` and ``restart()``), the hash slot
-of a key, a hash slot moved step by step as ``redis-cli --cluster reshard`` does
-(``SlotMigration``, ``migrate_slot``), and writes that only a Sentinel set's primary has
-(``replicas_behind``)."""
+"""The project's own fault tools, on top of pyspark_ick.testing's servers: kill -9 and
+restart of a server (``kill``, ``restart``), a durable server (its AOF keeps every
+acknowledged write through both), Sentinel failovers (``kill_primary``, ``failover``,
+``wait_promoted``) and writes that only a Sentinel set's primary has (``replicas_behind``).
+Redis Cluster's are in tests/cluster_faults.py."""
 
 from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable, Iterator
+import subprocess
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from pyspark_ick import IckError
-from pyspark_ick.testing import (
-    RedisClusterServers,
-    RedisServer,
-    SentinelSet,
-    node_id,
-    start_binary,
-)
+from pyspark_ick.testing import RedisServer, SentinelSet, ready, role, start_binary, wait_until
+
+
+def kill(server: RedisServer) -> None:
+    """``kill -9`` the server (no shutdown, no last fsync); its directory stays, so
+    ``restart()`` finds its AOF or RDB file as a crashed server would."""
+    if server.process is None:
+        raise IckError("kill() needs a redis-server process of ours, not a container")
+    if server.process.poll() is None:
+        server.process.kill()
+        server.process.wait(10)
+
+
+def restart(server: RedisServer, timeout: float = 30.0) -> None:
+    """Start the killed (or stopped) server again: the same command line, so the same
+    port, directory and settings (``--appendonly yes`` loads its AOF); returns once it
+    answers PING, i.e. once it has loaded its data."""
+    if server.process is None or server.process.poll() is None:
+        raise IckError("restart() needs a server of ours that is not running")
+    server.process = subprocess.Popen(
+        server.process.args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_until(
+        lambda: ready(server), timeout=timeout, what=f"redis-server restarted on port {server.port}"
+    )
 
 
 def start_durable(binary: str | None = None, *args: str) -> RedisServer:
@@ -28,108 +49,79 @@ def start_durable(binary: str | None = None, *args: str) -> RedisServer:
     return start_binary(binary, "--appendonly", "yes", "--appendfsync", "always", *args)
 
 
-def key_slot(key: str | bytes) -> int:
-    """The Redis Cluster hash slot of ``key`` (CRC16, hash tags honoured)."""
-    from redis.crc import key_slot as crc_slot
-
-    return int(crc_slot(key.encode() if isinstance(key, str) else key))
+# --- Sentinel ----------------------------------------------------------------------------
 
 
-@dataclass
-class SlotMigration:
-    """Moves hash ``slot`` of ``cluster`` to ``target`` the way ``redis-cli --cluster
-    reshard`` does, one step at a time, so a test can act in between.
+def wait_replicated(sentinels: SentinelSet, timeout: float = 15.0) -> None:
+    """Until every live replica has every write the primary made before the call (the
+    replication offset it acknowledges, about once a second)."""
+    with sentinels.primary().client(socket_timeout=2) as c:
+        target = int(c.info("replication")["master_repl_offset"])
 
-    ``begin()``: CLUSTER SETSLOT IMPORTING on the target, then MIGRATING on the source
-    (nothing moved yet); ``step()``: CLUSTER GETKEYSINSLOT and one MIGRATE of up to
-    ``keys_per_step`` keys; ``finish()``: SETSLOT NODE on the target, the source, then
-    every other primary. ``run()`` does it all, calling ``between`` after ``begin`` and
-    after each step. ``moved`` counts the keys moved, ``steps`` the MIGRATE calls.
-    """
-
-    cluster: RedisClusterServers
-    slot: int
-    target: RedisServer
-    keys_per_step: int = 10
-    timeout_ms: int = 5000
-    source: RedisServer | None = None
-    moved: int = 0
-    steps: int = 0
-
-    def begin(self) -> None:
-        """Mark the slot IMPORTING on the target and MIGRATING on the source."""
-        self.source = self.cluster.owner(self.slot)
-        if self.source.port == self.target.port:
-            raise IckError(f"slot {self.slot} is served by port {self.target.port} already")
-        with self.target.client() as c:
-            c.execute_command("CLUSTER", "SETSLOT", self.slot, "IMPORTING", node_id(self.source))
-        with self.source.client() as c:
-            c.execute_command("CLUSTER", "SETSLOT", self.slot, "MIGRATING", node_id(self.target))
-
-    def keys_left(self) -> int:
-        """How many keys of the slot are still on the source."""
-        assert self.source is not None, "begin() first"
-        with self.source.client() as c:
-            return int(c.execute_command("CLUSTER", "COUNTKEYSINSLOT", self.slot))
-
-    def step(self) -> int:
-        """MIGRATE up to ``keys_per_step`` keys of the slot; returns how many (0: none left)."""
-        assert self.source is not None, "begin() first"
-        with self.source.client() as c:
-            keys = c.execute_command("CLUSTER", "GETKEYSINSLOT", self.slot, self.keys_per_step)
-            if keys:
-                c.execute_command(
-                    "MIGRATE",
-                    self.target.host,
-                    self.target.port,
-                    "",
-                    0,
-                    self.timeout_ms,
-                    "KEYS",
-                    *keys,
-                )
-        self.moved += len(keys)
-        self.steps += bool(keys)
-        return len(keys)
-
-    def finish(self) -> None:
-        """Assign the slot to the target on the target, the source and every other primary
-        (call once ``step()`` returned 0)."""
-        assert self.source is not None, "begin() first"
-        target = node_id(self.target)
-        others = [
-            n
-            for n in self.cluster.primaries()
-            if n.port not in (self.target.port, self.source.port)
+    def caught_up() -> bool:
+        with sentinels.primary().client(socket_timeout=2) as c:
+            info = c.info("replication")
+        offsets = [
+            int(v["offset"])
+            for k, v in info.items()
+            if k.startswith("slave") and isinstance(v, dict)
         ]
-        for node in [self.target, self.source, *others]:
-            with node.client() as c:
-                c.execute_command("CLUSTER", "SETSLOT", self.slot, "NODE", target)
+        return len(offsets) >= len(sentinels.replicas()) and all(o >= target for o in offsets)
 
-    def run(self, between: Callable[[SlotMigration], None] | None = None) -> int:
-        """begin, step until the slot is empty on the source, finish; returns keys moved."""
-        self.begin()
-        if between is not None:
-            between(self)
-        while self.step():
-            if between is not None:
-                between(self)
-        self.finish()
-        return self.moved
+    wait_until(caught_up, timeout=timeout, interval=0.05, what="the replicas caught up")
 
 
-def migrate_slot(
-    cluster: RedisClusterServers,
-    slot: int,
-    target: RedisServer,
-    *,
-    keys_per_step: int = 10,
-    between: Callable[[SlotMigration], None] | None = None,
-) -> int:
-    """Move hash ``slot`` to ``target`` in MIGRATE steps of ``keys_per_step`` keys, as
-    ``redis-cli --cluster reshard`` does; ``between(migration)`` runs while the slot is
-    MIGRATING with nothing moved and after each step. Returns how many keys moved."""
-    return SlotMigration(cluster, slot, target, keys_per_step).run(between)
+def wait_promoted(sentinels: SentinelSet, old: RedisServer, timeout: float = 60.0) -> RedisServer:
+    """The replica promoted in place of ``old``, once it serves as primary and every live
+    sentinel names it."""
+
+    def promoted() -> RedisServer | None:
+        ports = set()
+        for sentinel in (s for s in sentinels.sentinels if s.alive):
+            with sentinel.client(socket_timeout=2) as c:
+                ports.add(int(c.sentinel_get_master_addr_by_name(sentinels.service)[1]))
+        if len(ports) != 1 or old.port in ports:
+            return None
+        node = sentinels.by_port(ports.pop())
+        return node if role(node) == "master" else None
+
+    found: RedisServer = wait_until(
+        promoted, timeout=timeout, interval=0.05, what=f"a replica promoted in place of {old.port}"
+    )
+    return found
+
+
+def kill_primary(sentinels: SentinelSet, timeout: float = 60.0) -> RedisServer:
+    """kill -9 the primary and return the replica that Sentinel promotes (once it serves as
+    primary and every live sentinel names it)."""
+    old = sentinels.primary()
+    kill(old)
+    return wait_promoted(sentinels, old, timeout)
+
+
+def failover(sentinels: SentinelSet, timeout: float = 60.0) -> RedisServer:
+    """SENTINEL FAILOVER: a replica is promoted, then the old primary is turned into its
+    replica; returns the new primary once every live sentinel names it and the old primary
+    replicates it. (Until then the old primary still takes writes, which its demotion
+    discards: Sentinel's own window, docs/operations.md.)"""
+    old = sentinels.primary()
+    sentinel = next(s for s in sentinels.sentinels if s.alive)
+    with sentinel.client(socket_timeout=5) as c:
+        c.execute_command("SENTINEL", "FAILOVER", sentinels.service)
+    new = wait_promoted(sentinels, old, timeout)
+
+    def demoted() -> bool:
+        with old.client(socket_timeout=2) as c:
+            info = c.info("replication")
+        return info.get("role") == "slave" and int(info["master_port"]) == new.port
+
+    wait_until(
+        demoted,
+        timeout=timeout,
+        interval=0.05,
+        what=f"the old primary {old.port} replicating {new.port}",
+    )
+    return new
 
 
 @contextmanager

@@ -6,11 +6,11 @@ binary columns as they are."""
 
 from __future__ import annotations
 
-import threading
 import zlib
 from typing import Any
 
 import pytest
+from support import drain, failure_of
 
 from pyspark_ick import Dehydrator, Ick, ShardedIck
 from pyspark_ick.keys import IckKeys, shard_names, shard_of
@@ -18,43 +18,6 @@ from pyspark_ick.reservations import describe
 
 RAW = b"a\xffb"  # not UTF-8
 TEXT = RAW.decode("utf-8", "surrogateescape")  # what the client hands out: 'a\udcffb'
-
-
-class Sink:
-    """foreachBatch: each batch's rows (replays overwrite)."""
-
-    def __init__(self) -> None:
-        self.batches: dict[int, list[Any]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.collect()
-        with self.lock:
-            self.batches[batch_id] = rows
-
-    def rows(self) -> list[Any]:
-        with self.lock:
-            return [row for rows in self.batches.values() for row in rows]
-
-
-def read_stream(spark: Any, fmt: str, url: str, **options: Any) -> Any:
-    reader = spark.readStream.format(fmt).option("redis.url", url)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-def drain(spark: Any, fmt: str, url: str, ckpt: str, **options: Any) -> Any:
-    """An AvailableNow query from checkpoint ``ckpt`` into a Sink: (query, sink)."""
-    sink = Sink()
-    query = (
-        read_stream(spark, fmt, url, **options)
-        .writeStream.foreachBatch(sink)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", ckpt)
-        .start()
-    )
-    return query, sink
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -124,10 +87,9 @@ def test_a_member_that_is_not_utf8_fails_the_string_reader_and_binary_delivers_i
     shard = zlib.crc32(RAW) % 2  # the gem's producer writes the pset directly
     client.zadd(IckKeys(f"gem:{shard}").pset, {RAW: 2.5})
     ckpt = str(tmp_path / "ckpt")
-    query, sink = drain(spark, "ick", redis_url, ckpt, ick="gem", shards=2)
-    with pytest.raises(Exception) as info:
-        query.awaitTermination(120)
-    message = str(info.value)
+    options = {"redis.url": redis_url, "ick": "gem", "shards": 2}
+    query, sink = drain(spark, "ick", options, ckpt)
+    message = failure_of(query, 120)
     assert f"Ick 'gem' shard {shard}" in message
     assert repr(RAW) in message and "memberType=binary" in message
     first = {r.member.encode() for r in sink.rows()}
@@ -136,7 +98,7 @@ def test_a_member_that_is_not_utf8_fails_the_string_reader_and_binary_delivers_i
     assert log["open_reservations"] >= 1 and log["open_members"] >= 1  # nothing committed
     assert client.zscore(IckKeys(f"gem:{shard}").cset, RAW) == 2.5  # still reserved
 
-    query, sink = drain(spark, "ick", redis_url, ckpt, ick="gem", shards=2, memberType="binary")
+    query, sink = drain(spark, "ick", {**options, "memberType": "binary"}, ckpt)
     assert query.awaitTermination(120)
     rows = sink.rows()
     assert all(isinstance(r.member, bytearray | bytes) for r in rows)
@@ -175,15 +137,12 @@ def test_an_id_that_is_not_utf8_fails_the_string_source_and_id_type_binary_deliv
     d = Dehydrator(client, "raw_ids", 2)
     d.park([b"i\xffd", "plain"], ["one", "two"], [0, 0])
     ckpt = str(tmp_path / "ckpt")
-    query, _ = drain(spark, "dehydrator", redis_url, ckpt, dehydrator="raw_ids", shards=2)
-    with pytest.raises(Exception) as info:
-        query.awaitTermination(120)
-    message = str(info.value)
+    options = {"redis.url": redis_url, "dehydrator": "raw_ids", "shards": 2}
+    query, _ = drain(spark, "dehydrator", options, ckpt)
+    message = failure_of(query, 120)
     assert "dehydrator 'raw_ids' shard" in message
     assert repr(b"i\xffd") in message and "idType=binary" in message
-    query, sink = drain(
-        spark, "dehydrator", redis_url, ckpt, dehydrator="raw_ids", shards=2, idType="binary"
-    )
+    query, sink = drain(spark, "dehydrator", {**options, "idType": "binary"}, ckpt)
     assert query.awaitTermination(120)
     assert sorted((bytes(r.id), r.element) for r in sink.rows()) == [
         (b"i\xffd", "one"),

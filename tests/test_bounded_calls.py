@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import redis
+from support import stream
 
 from pyspark_ick import Dehydrator, ShardedIck, bounds, lua
 from pyspark_ick.bounds import KEYS_PER_CALL
@@ -108,18 +109,17 @@ def check(client: redis.Redis) -> Counter[str]:
     return seen
 
 
-def drain(spark: Any, url: str, fmt: str, name: str, tmp: Path) -> int:
-    option = "ick" if fmt == "ick" else "dehydrator"
-    counted = []
-    query = (
-        spark.readStream.format(fmt)
-        .option("redis.url", url)
-        .option(option, name)
-        .load()
-        .writeStream.foreachBatch(lambda df, _: counted.append(df.count()))
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp))
-        .start()
+def drain_counting(spark: Any, url: str, fmt: str, name: str, tmp: Path) -> int:
+    """Drain Ick or dehydrator ``name`` with Trigger.AvailableNow; how many rows came (counted
+    by Spark: the rows are not collected)."""
+    counted: list[int] = []
+    query = stream(
+        spark,
+        fmt,
+        {"redis.url": url, fmt: name},  # the option that names it is the format's name
+        lambda df, _: counted.append(df.count()),
+        str(tmp),
+        trigger=None,
     )
     query.awaitTermination(300)
     assert query.exception() is None
@@ -133,7 +133,7 @@ def test_a_drain_at_default_options_is_many_bounded_calls(
     members = [f"doc:{i}" for i in range(n)]
     ShardedIck(client, "big").add_pairs(members, [float(i) for i in range(n)])
     logged.slowlog_reset()
-    assert drain(spark, redis_url, "ick", "big", tmp_path / "ckpt") == n
+    assert drain_counting(spark, redis_url, "ick", "big", tmp_path / "ckpt") == n
     seen = check(logged)
     assert seen["rlog_reserve"] >= n // MOVERS["rlog_reserve"]  # 100,000 a batch, in bounded calls
     assert seen["log_read"] and seen["rlog_commit"]
@@ -152,5 +152,5 @@ def test_a_dehydrator_release_is_many_bounded_calls(spark, redis_url, client, lo
     n = 30_000
     Dehydrator(client, "parked").park([f"id{i}" for i in range(n)], ["x"] * n, [0] * n)
     logged.slowlog_reset()
-    assert drain(spark, redis_url, "dehydrator", "parked", tmp_path / "ckpt") == n
+    assert drain_counting(spark, redis_url, "dehydrator", "parked", tmp_path / "ckpt") == n
     assert check(logged)["dh_claim"] >= n // MOVERS["dh_claim"]

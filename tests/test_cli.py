@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import pytest
+from support import cli_command
 
 from pyspark_ick import Ick, ShardedIck, shard_of
 from pyspark_ick.testing import free_port, wait_until
@@ -25,12 +26,10 @@ def cli(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``pyspark-ick ARGS`` (the console script when ``script``, else ``python -m``)."""
     command = (
-        [shutil.which("pyspark-ick") or "pyspark-ick"]
+        [shutil.which("pyspark-ick") or "pyspark-ick", *(["--url", url] if url else [])]
         if script
-        else [sys.executable, "-m", "pyspark_ick.cli"]
+        else cli_command(url=url)
     )
-    if url:
-        command += ["--url", url]
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     environ.update({"COLUMNS": "200", **(env or {})})
     return subprocess.run(
@@ -140,18 +139,7 @@ def test_watch_refreshes_until_interrupted(redis_url, client):
     Ick(client, "w").add({"a": 1})
     environ = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_ick.cli",
-            "--url",
-            redis_url,
-            "stats",
-            "w",
-            "--watch",
-            "0.1",
-            "--json",
-        ],
+        cli_command("stats", "w", "--watch", "0.1", "--json", url=redis_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packing import decode_rows, pack_strings
+from support import redis_ms
 
 from pyspark_ick import Dehydrator, IckConfigError, IckError, ShardCountError, scripts
 from pyspark_ick.columns import pack_rows
@@ -21,11 +22,6 @@ from pyspark_ick.packing import pack_plain
 from pyspark_ick.testing import wait_until
 
 SHORT, LONG = 250, 750  # the docs' 1000 and 3000 ms
-
-
-def redis_ms(client) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
 
 
 class Clocked:

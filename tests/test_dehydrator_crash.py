@@ -18,18 +18,14 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from support import redis_ms
+
 POINTS = ["after_reserve", "before_read", "during_read", "after_sink", "before_commit"]
 NAME, SHARDS = "crashy", 2
-
-
-def redis_ms(client: Any) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
 
 
 def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
@@ -113,7 +109,7 @@ def test_source_crash_at_each_point_loses_nothing_and_replays_the_same_claim(
 
 def child(cfg: dict[str, Any]) -> int:
     sys.path.insert(0, str(Path(__file__).parent / "crash"))
-    from faults import arm, fault, run_until_fault
+    from faults import arm, drain_then_stop, fault, run_cycles
 
     from pyspark_ick import Dehydrator, connect
     from pyspark_ick.testing import spark_session
@@ -150,32 +146,17 @@ def child(cfg: dict[str, Any]) -> int:
             .start()
         )
 
-    for point in POINTS:
-        kill = "raise" if point == "after_sink" else "exit"
-        if not run_until_fault(start, fault_file, counter, f"{point} 1 {kill}", 120):
-            print(f"NOFAULT {point}", flush=True)
-            return 3
-        print(f"CYCLE {point}", flush=True)
-    print("FAULTS DONE", flush=True)
+    specs = [f"{p} 1 {'raise' if p == 'after_sink' else 'exit'}" for p in POINTS]
+    if not run_cycles(start, fault_file, counter, specs, 120):
+        return 3
     query = start(limit=100_000)
     d = Dehydrator(client, NAME, SHARDS)
     logs = [d.claim_log(i) for i in range(SHARDS)]
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if not query.isActive:
-            print(f"FAILED {query.exception()}", flush=True)
-            return 4
-        if (
-            Path(cfg["drain"]).exists()
-            and d.size() == 0
-            and all(log.last_committed() == log.last_claimed() for log in logs)
-        ):
-            query.stop()
-            print("DRAINED", flush=True)
-            return 0
-        time.sleep(0.1)
-    print("NOT DRAINED", flush=True)
-    return 5
+
+    def empty() -> bool:
+        return d.size() == 0 and all(log.last_committed() == log.last_claimed() for log in logs)
+
+    return drain_then_stop(query, cfg["drain"], empty, 180)
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import Sink, drain, redis_ms, stream
 
 from pyspark_ick import Dehydrator, ShardedIck
 from pyspark_ick.keys import DehydratorKeys, shard_names
@@ -18,11 +18,6 @@ from pyspark_ick.spark.dehydrator_writer import content_id
 from pyspark_ick.testing import wait_until
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "rehydrate.py"
-
-
-def redis_ms(client) -> int:
-    seconds, micros = client.time()
-    return seconds * 1000 + micros // 1000
 
 
 def write(df: Any, url: str, name: str = "parked", mode: str = "append", **options: Any) -> None:
@@ -208,44 +203,12 @@ def test_stream_sink(spark, redis_url, client, tmp_path):
 # --- the source -----------------------------------------------------------------------
 
 
-class Deliveries:
-    """foreachBatch: each batch's rows (replays overwrite) and Redis time at delivery."""
-
-    def __init__(self, client) -> None:
-        self.client = client
-        self.batches: dict[int, tuple[int, list[Any]]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.collect()
-        with self.lock:
-            self.batches[batch_id] = (redis_ms(self.client), rows)
-
-    def rows(self) -> list[tuple[int, Any]]:
-        with self.lock:
-            return [(at, r) for at, rows in self.batches.values() for r in rows]
-
-
-def read_stream(spark, url, name="parked", **options):
-    reader = (
-        spark.readStream.format("dehydrator").option("redis.url", url).option("dehydrator", name)
-    )
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
 def test_source_releases_each_element_once_when_due(spark, redis_url, client, tmp_path):
     d = Dehydrator(client, "parked", 2)
     d.park(["later"], ["not yet"], [3_600_000])
-    sink = Deliveries(client)
-    query = (
-        read_stream(spark, redis_url, shards=2)
-        .writeStream.foreachBatch(sink)
-        .trigger(processingTime="0 seconds")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
-    )
+    sink = Sink(clock=lambda: redis_ms(client))  # stamped by the Redis clock
+    options = {"redis.url": redis_url, "dehydrator": "parked", "shards": 2}
+    query = stream(spark, "dehydrator", options, sink, str(tmp_path / "ckpt"), "0 seconds")
     try:
         wait_until(lambda: query.lastProgress, timeout=90, what="the query running")
         start = redis_ms(client)  # due times are >= start + ttl
@@ -254,33 +217,31 @@ def test_source_releases_each_element_once_when_due(spark, redis_url, client, tm
         wait_until(lambda: len(sink.rows()) >= 200, timeout=90, what="200 releases")
     finally:
         query.stop()
-    rows = sink.rows()
+    rows = [(d.at, r) for d in sink.batches().values() for r in d.rows]
     assert sorted(r.id for _, r in rows) == sorted(ttls)  # each once, the later one not
     for at, r in rows:
         due_ms = int(r.due.timestamp() * 1000)
         assert due_ms >= start + ttls[r.id]
         assert due_ms <= at  # nothing released before due (by the Redis clock)
         assert r.element == "e" + r.id[1:] and r.shard == d.shard_of(r.id)
-    assert len(sink.batches) > 1
+    assert len(sink.batches()) > 1
     assert d.look("later") == "not yet" and d.size() == 1
 
 
 def test_source_available_now_binary_and_limits(spark, redis_url, client, tmp_path):
     d = Dehydrator(client, "bin", 2, decode=False)
     d.park([str(n) for n in range(250)], [bytes([n % 256, 0]) for n in range(250)], [0] * 250)
-    sink = Deliveries(client)
-    query = (
-        read_stream(
-            spark, redis_url, "bin", shards=2, elementType="binary", maxElementsPerTrigger=100
-        )
-        .writeStream.foreachBatch(sink)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
-    )
+    options = {
+        "redis.url": redis_url,
+        "dehydrator": "bin",
+        "shards": 2,
+        "elementType": "binary",
+        "maxElementsPerTrigger": 100,
+    }
+    query, sink = drain(spark, "dehydrator", options, str(tmp_path / "ckpt"))
     assert query.awaitTermination(120)
-    assert [len(rows) for _, rows in sorted(sink.batches.values())] == [100, 100, 50]
-    assert sorted(bytes(r.element) for _, r in sink.rows()) == sorted(
+    assert [len(d.rows) for _, d in sorted(sink.batches().items())] == [100, 100, 50]
+    assert sorted(bytes(r.element) for r in sink.rows()) == sorted(
         bytes([n % 256, 0]) for n in range(250)
     )
     # every claim was committed: nothing left anywhere
@@ -343,25 +304,14 @@ def test_an_element_that_is_not_utf8_is_named_and_delivered_as_binary(
     d = Dehydrator(client, "raw", decode=False)
     d.park(["good", "bad"], [b"fine", b"\xff\xfe latin-1?"], [0, 0])
     ckpt = str(tmp_path / "ckpt")
-    failed = (
-        read_stream(spark, redis_url, "raw")
-        .writeStream.foreachBatch(lambda df, i: df.collect())
-        .trigger(availableNow=True)
-        .option("checkpointLocation", ckpt)
-        .start()
-    )
+    options = {"redis.url": redis_url, "dehydrator": "raw"}
+    failed, _ = drain(spark, "dehydrator", options, ckpt)
     with pytest.raises(Exception, match=r"element of id 'bad'.*not UTF-8.*elementType=binary"):
         failed.awaitTermination(120)
-    sink = Deliveries(client)  # the same checkpoint, read as bytes: the claim is delivered
-    query = (
-        read_stream(spark, redis_url, "raw", elementType="binary")
-        .writeStream.foreachBatch(sink)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", ckpt)
-        .start()
-    )
+    # the same checkpoint, read as bytes: the claim is delivered
+    query, sink = drain(spark, "dehydrator", {**options, "elementType": "binary"}, ckpt)
     assert query.awaitTermination(120)
-    assert sorted((r.id, bytes(r.element)) for _, r in sink.rows()) == [
+    assert sorted((r.id, bytes(r.element)) for r in sink.rows()) == [
         ("bad", b"\xff\xfe latin-1?"),
         ("good", b"fine"),
     ]

@@ -9,7 +9,8 @@ readStream.format("ick") or format("dehydrator") runs.
 - a full Redis (maxmemory, noeviction): the consumer drains it, producers get a clear error;
 - a query restarted after its reader crashed resumes in seconds without consumerId, while a
   second live query is refused at once;
-- and the harness these use (pyspark_ick.testing): kill -9 and restart, slot migration.
+- and the harness these use (tests/redis_faults.py, tests/cluster_faults.py): kill -9 and
+  restart, slot migration.
 
 Each stream query must ride the fault out by itself (no restart from the checkpoint), and
 every add Redis acknowledged is checked against the deliveries (I1: a delivery that started
@@ -21,26 +22,34 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
+from cluster_faults import (
+    SlotMigration,
+    key_slot,
+    migrate_slot,
+    owner,
+    primaries,
+    start_cluster_with_replicas,
+    wait_healthy,
+)
 from faults_support import (
     Parker,
     Producer,
-    Sink,
     check_deliveries,
     check_i1,
     drained,
     source_runners,
-    stream,
     wait_running,
 )
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode
 from redis.retry import Retry
-from redis_faults import SlotMigration, key_slot, migrate_slot, start_durable
+from redis_faults import kill, restart
+from support import Delivery, Sink, failure_of, stop_all, stream
 
 from pyspark_ick import Dehydrator, IckError, ShardedIck, connect
 from pyspark_ick.reservations import ReservationLog
@@ -63,27 +72,7 @@ def cluster_client(cluster: RedisClusterServers) -> redis.RedisCluster:
     )
 
 
-def stop_all(*things: Any) -> None:
-    """Stop producers and queries that may still run (after a failure)."""
-    for thing in things:
-        if thing is None:
-            continue
-        if hasattr(thing, "isActive"):
-            if thing.isActive:
-                thing.stop()
-        else:
-            thing.stop()
-
-
 # --- kill -9 of Redis, restart on the same port ---------------------------------------
-
-
-@pytest.fixture
-def durable() -> Iterator[RedisServer]:
-    """A Redis of this test only: appendonly yes, appendfsync always."""
-    server = start_durable()
-    yield server
-    server.stop()
 
 
 def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
@@ -106,10 +95,10 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
-        durable.kill()
+        kill(durable)
         killed = time.monotonic()
         time.sleep(3)  # the outage
-        durable.restart()
+        restart(durable)
         back = time.monotonic()
         wait_running(
             query,
@@ -137,16 +126,16 @@ def test_redis_killed_and_restarted_mid_stream(spark, durable, tmp_path):
 @pytest.fixture
 def replicated_cluster() -> Iterator[RedisClusterServers]:
     """3 primaries, a replica each, cluster-node-timeout 2000 ms (a failover in seconds)."""
-    cluster = start_cluster(3, replicas=1, node_timeout_ms=2000)
+    cluster = start_cluster_with_replicas(3, replicas=1, node_timeout_ms=2000)
     yield cluster
     cluster.stop()
 
 
 def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
     cluster, ick, shards = replicated_cluster, "failover", 3
-    doomed = cluster.owner(key_slot("failover:0"))
-    on_doomed = {i for i in range(shards) if cluster.owner(key_slot(f"{ick}:{i}")) is doomed}
-    others = [n for n in cluster.primaries() if n is not doomed]
+    doomed = owner(cluster, key_slot("failover:0"))
+    on_doomed = {i for i in range(shards) if owner(cluster, key_slot(f"{ick}:{i}")) is doomed}
+    others = [n for n in primaries(cluster) if n is not doomed]
     url = cluster.seed_url([doomed, *others])  # the seed that dies comes first
     producer = Producer(cluster_client(cluster), ick, shards, wait_replica=True)
     sink = Sink()
@@ -160,9 +149,9 @@ def test_cluster_failover_mid_stream(spark, replicated_cluster, tmp_path):
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
-        doomed.kill()
+        kill(doomed)
         killed = time.monotonic()
-        cluster.wait_healthy(30)
+        wait_healthy(cluster, 30)
         healed = time.monotonic()
         producer.wait_replica = False  # the promoted primary has no replica
         wait_running(
@@ -205,8 +194,8 @@ def migration_cluster() -> Iterator[RedisClusterServers]:
 def migration_to_another(cluster: RedisClusterServers, key: str) -> SlotMigration:
     """A migration of the slot of ``key`` to a primary that does not serve it, a key a step."""
     slot = key_slot(key)
-    source = cluster.owner(slot)
-    target = next(n for n in cluster.primaries() if n is not source)
+    source = owner(cluster, slot)
+    target = next(n for n in primaries(cluster) if n is not source)
     return SlotMigration(cluster, slot, target, keys_per_step=1)
 
 
@@ -214,7 +203,7 @@ def complete(migration: SlotMigration) -> None:
     """Finish a migration a failed test left half done (the fixture's cluster is shared)."""
     if (
         migration.source is not None
-        and migration.cluster.owner(migration.slot) is not migration.target
+        and owner(migration.cluster, migration.slot) is not migration.target
     ):
         while migration.step():
             pass
@@ -232,19 +221,41 @@ def first_batch_then_fail(spark: Any, fmt: str, options: dict[str, Any], checkpo
     return sink
 
 
-def move_in_steps(migration: SlotMigration, between: Callable[[], None]) -> None:
-    """MIGRATE the rest of the slot in steps, ``between()`` after each, then SETSLOT NODE."""
+def flushed(cluster: RedisClusterServers) -> Any:
+    """A connector client of ``cluster``, every primary flushed first (tests share it)."""
+    for node in primaries(cluster):
+        with node.client() as c:
+            c.flushall()
+    return connect(cluster.nodes[0].url)
+
+
+def replay_then_move(
+    query: Any, sink: Sink, first: Delivery, migration: SlotMigration, what: str
+) -> float:
+    """The restarted query replays batch 0 (``first``, the ``what`` one) while the slot is
+    MIGRATING with nothing moved; then the rest of the slot moves in MIGRATE steps, the
+    query and the producer working on it for 0.5 s after each, and SETSLOT NODE. Returns
+    when the move was done (time.monotonic())."""
+    wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
+    assert migration.moved == 0
+    replay = sink.snapshot()[0]
+    assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
+        f"the batch read while the slot was MIGRATING is not the {what} one"
+    )
+    assert replay.sorted_rows == first.sorted_rows
     while migration.step():
-        between()
+        time.sleep(0.5)
+        assert query.isActive, f"the query stopped during the migration: {query.exception()}"
     migration.finish()
+    done = time.monotonic()
+    assert owner(migration.cluster, migration.slot) is migration.target
+    assert migration.steps >= 3
+    return done
 
 
 def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
     cluster, ick, shards = migration_cluster, "moving", 2
-    for node in cluster.primaries():
-        with node.client() as c:
-            c.flushall()
-    client = connect(cluster.nodes[0].url)
+    client = flushed(cluster)
     ShardedIck(client, ick, shards).add({f"pre{i}": float(i) for i in range(400)})
     options = ick_options(cluster.url, ick, shards, consumerId="mover", maxMembersPerTrigger=1000)
     first = first_batch_then_fail(spark, "ick", options, str(tmp_path / "ckpt")).snapshot()[0]
@@ -266,16 +277,7 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
         query = stream(
             spark, "ick", {**options, "maxMembersPerTrigger": 50}, sink, str(tmp_path / "ckpt")
         )
-        wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
-        assert migration.moved == 0
-        replay = sink.snapshot()[0]
-        assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
-            "the batch read while the slot was MIGRATING is not the reserved one"
-        )
-        assert replay.rows == first.rows
-        move_in_steps(migration, lambda: pause_for(query, 0.5))
-        done = time.monotonic()
-        assert cluster.owner(migration.slot) is migration.target and migration.steps >= 3
+        done = replay_then_move(query, sink, first, migration, "reserved")
         wait_running(
             query,
             lambda: producer.acked_since(done, {0}) >= 30 and sink.batches_since(done) >= 3,
@@ -302,18 +304,9 @@ def members_of(read: list[tuple[int, list[Any]]]) -> list[str]:
     )
 
 
-def pause_for(query: Any, seconds: float) -> None:
-    """Let the query and the producer work on the half-moved slot for ``seconds``."""
-    time.sleep(seconds)
-    assert query.isActive, f"the query stopped during the migration: {query.exception()}"
-
-
 def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path):
     cluster, name, shards = migration_cluster, "parked", 2
-    for node in cluster.primaries():
-        with node.client() as c:
-            c.flushall()
-    client = connect(cluster.nodes[0].url)
+    client = flushed(cluster)
     parked = Dehydrator(client, name, shards)
     parked.park([f"pre{i}" for i in range(400)], [f"early {i}" for i in range(400)], [0] * 400)
     options = {
@@ -348,16 +341,7 @@ def test_slot_migration_under_load_dehydrator(spark, migration_cluster, tmp_path
             sink,
             str(tmp_path / "ckpt"),
         )
-        wait_running(query, sink.snapshot, 20, "the replay of batch 0 while MIGRATING")
-        assert migration.moved == 0
-        replay = sink.snapshot()[0]
-        assert (replay.batch, len(replay.rows)) == (first.batch, 400), (
-            "the batch read while the slot was MIGRATING is not the claimed one"
-        )
-        assert replay.rows == first.rows
-        move_in_steps(migration, lambda: pause_for(query, 0.5))
-        done = time.monotonic()
-        assert cluster.owner(migration.slot) is migration.target and migration.steps >= 3
+        done = replay_then_move(query, sink, first, migration, "claimed")
         wait_running(
             query,
             lambda: parker.acked_since(done) >= 40 and sink.batches_since(done) >= 3,
@@ -459,17 +443,6 @@ def test_full_redis_drains_and_producers_get_a_clear_error(spark, small_redis, t
 # --- a crashed query restarts in seconds; a live second one is refused ----------------
 
 
-def failure_of(query: Any, timeout: float) -> str:
-    """The message the query failed with within ``timeout`` seconds (fails if it did not)."""
-    try:
-        ended = query.awaitTermination(timeout)
-    except Exception as exc:  # noqa: BLE001 - the failure is what we want
-        return str(exc)
-    raise AssertionError(
-        f"the query {'ended cleanly' if ended else 'still runs'}: it should have been refused"
-    )
-
-
 def test_restart_after_crash_resumes_without_consumer_id(spark, client, redis_url, tmp_path):
     ick = ShardedIck(client, "crashed", 2)
     options = {
@@ -526,9 +499,9 @@ def test_a_durable_server_keeps_acknowledged_writes_across_kill_and_restart(dura
     with durable.client() as c:
         c.set("kept", "yes")
     port = durable.port
-    durable.kill()
+    kill(durable)
     assert not durable.alive
-    durable.restart()
+    restart(durable)
     assert durable.port == port
     with durable.client() as c:
         assert c.get("kept") == b"yes"
@@ -540,8 +513,8 @@ def test_migrate_slot_moves_every_key_in_steps(migration_cluster):
     with cluster_client(cluster) as c:
         c.mset(dict.fromkeys(keys, "v"))
     slot = key_slot(keys[0])
-    source = cluster.owner(slot)
-    target = next(n for n in cluster.primaries() if n is not source)
+    source = owner(cluster, slot)
+    target = next(n for n in primaries(cluster) if n is not source)
     seen: list[tuple[int, int]] = []
     moved = migrate_slot(
         cluster,
@@ -551,6 +524,6 @@ def test_migrate_slot_moves_every_key_in_steps(migration_cluster):
         between=lambda m: seen.append((m.moved, m.keys_left())),
     )
     assert moved == 25 and seen == [(0, 25), (10, 15), (20, 5), (25, 0)]
-    assert cluster.owner(slot) is target
+    assert owner(cluster, slot) is target
     with cluster_client(cluster) as c:
         assert c.mget(keys) == [b"v"] * 25

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import urllib.request
+from typing import Any
+
+from support import cli_command
 
 from pyspark_ick import Dehydrator, ShardedIck
 from pyspark_ick.metrics import serve
@@ -24,6 +26,16 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
+def served(client: Any) -> dict[str, float]:
+    """One scrape of the exporter ``serve(client, port)`` runs on a free port."""
+    port = free_port()
+    server = serve(client, port)
+    try:
+        return scrape(port)
+    finally:
+        server.shutdown()
+
+
 def test_metrics_of_every_ick_and_dehydrator(client):
     now = client.time()[0]
     docs = ShardedIck(client, "docs", 2)
@@ -36,12 +48,7 @@ def test_metrics_of_every_ick_and_dehydrator(client):
     parked = Dehydrator(client, "parked", 2)
     parked.park(["a", "b", "c"], ["x", "y", "z"], [0, 0, 3_600_000])
 
-    port = free_port()
-    server = serve(client, port)
-    try:
-        m = scrape(port)
-    finally:
-        server.shutdown()
+    m = served(client)
     sizes = {i: sum(1 for k in members if docs.shard_of(k) == i) for i in range(2)}
     for i in range(2):
         labels = f'{{ick="docs",shard="{i}"}}'
@@ -64,16 +71,7 @@ def test_the_cli_serves_metrics(redis_url, client):
     ShardedIck(client, "cli_docs", 1).add({"a": 1.0})
     port = free_port()
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_ick.cli",
-            "--url",
-            redis_url,
-            "metrics",
-            "--port",
-            str(port),
-        ],
+        cli_command("metrics", "--port", str(port), url=redis_url),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -94,12 +92,7 @@ def test_the_exporter_reads_the_registry_not_the_keyspace(client):
         client.set(f"app:{i}", i)
     ShardedIck(client, "gone", 1).delete()
     client.config_resetstat()
-    port = free_port()
-    server = serve(client, port)
-    try:
-        m = scrape(port)
-    finally:
-        server.shutdown()
+    m = served(client)
     assert (
         m['pyspark_ick_queued{ick="kept",shard="0"}']
         + m['pyspark_ick_queued{ick="kept",shard="1"}']

@@ -1,7 +1,7 @@
-"""The nemesis soak (tests/nemesis.py): its checker proves itself, and a short soak of mixed
+"""The nemesis soak (tests/nemesis/): its checker proves itself, and a short soak of mixed
 faults loses nothing.
 
-- The checker (tests/nemesis_check.py) on a small synthetic run: I1 holds; removing the
+- The checker (nemesis.check) on a small synthetic run: I1 holds; removing the
   one delivery of an add, a delivery from an older reservation, or a sink call that ended
   before the add was acknowledged each make I1 fail; a replay with other rows fails I3;
   duplicates and stalls (outside fault windows) are counted; lost counts only kept adds
@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import time
 
-import nemesis
-import nemesis_check as nc
 import pytest
+from nemesis import check as nc
+from nemesis.cli import parse
+from nemesis.settings import FAILOVERS, SENTINEL_KINDS, Settings
+from nemesis.soak import soak
+from nemesis.summary import failovers
 
 A = nc.Add
 D = nc.Delivery
@@ -114,21 +117,21 @@ def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
     """--sentinel (no servers here): its kinds, the proxy's refused; the failovers of the
     summary and its table rows. The Sentinel soak itself is not in CI (a cold JVM start
     alone takes most of a minute); its run is in issue 25's note."""
-    settings = nemesis.parse(["--sentinel", "--minutes", "1"])
+    settings = parse(["--sentinel", "--minutes", "1"])
     assert settings.sentinel and settings.kinds == ()
-    assert set(nemesis.FAILOVERS) <= set(nemesis.SENTINEL_KINDS)
-    assert not {"redis_kill", "proxy_reset"} & set(nemesis.SENTINEL_KINDS)
-    assert nemesis.parse(["--sentinel", "--kinds", "sentinel_kill"]).kinds == ("sentinel_kill",)
+    assert set(FAILOVERS) <= set(SENTINEL_KINDS)
+    assert not {"redis_kill", "proxy_reset"} & set(SENTINEL_KINDS)
+    assert parse(["--sentinel", "--kinds", "sentinel_kill"]).kinds == ("sentinel_kill",)
     for argv in (["--sentinel", "--kinds", "proxy_reset"], ["--kinds", "sentinel_kill"]):
         with pytest.raises(SystemExit):
-            nemesis.parse(argv)
+            parse(argv)
     faults = [
         {"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 2.5},
         {"kind": "sentinel_kill", "hit": True, "promoted": True, "answered_after": 1.5},
         {"kind": "sentinel_stop", "hit": True, "promoted": False, "answered_after": 0.7},
         {"kind": "sentinel_failover", "hit": False, "error": "INPROG"},
     ]
-    found = nemesis.failovers(faults)
+    found = failovers(faults)
     assert found["sentinel_kill"] | {"answered_after": None} == {
         "drawn": 2,
         "hit": 2,
@@ -144,8 +147,8 @@ def test_smoke_soak(tmp_path) -> None:
     """About 3 minutes: a cold start, 2 of mixed faults, the drain, the checks; then the
     checker catches a delivery removed from this run's record."""
     began = time.monotonic()
-    settings = nemesis.Settings(minutes=2.0, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0)
-    summary = nemesis.soak(settings)
+    settings = Settings(minutes=2.0, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0)
+    summary = soak(settings)
     took = time.monotonic() - began
     print(f"smoke soak: {took:.0f} s")
     assert summary["faults"] >= 6, summary["faults_by_kind"]

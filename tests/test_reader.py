@@ -4,12 +4,12 @@ protocol of the stream reader on the driver."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import defaultdict
 from typing import Any
 
 import pytest
+from support import Sink, drain, stream
 
 from pyspark_ick import IckConfigError, LeaseError, ShardCountError, ShardedIck
 from pyspark_ick.reservations import ReservationLog, describe
@@ -17,52 +17,23 @@ from pyspark_ick.spark.ick_reader import SNAPSHOT_SCHEMA, STREAM_SCHEMA, stream_
 from pyspark_ick.testing import wait_until
 
 
-def read_stream(spark: Any, url: str, ick: str, **options: Any) -> Any:
-    reader = spark.readStream.format("ick").option("redis.url", url).option("ick", ick)
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.load()
-
-
-class Sink:
-    """A foreachBatch sink remembering each batch's rows (by batch id, replays overwrite)."""
-
-    def __init__(self) -> None:
-        self.batches: dict[int, list[Any]] = {}
-        self.lock = threading.Lock()
-
-    def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.collect()
-        with self.lock:
-            self.batches[batch_id] = rows
-
-    def rows(self) -> list[Any]:
-        with self.lock:
-            return [row for rows in self.batches.values() for row in rows]
-
-
 def test_write_then_drain_with_available_now(spark, redis_url, client, tmp_path):
     members = [(f"doc:{i}", float(i % 97)) for i in range(3000)]
     spark.createDataFrame(members, "member string, score double").write.format("ick").option(
         "redis.url", redis_url
     ).option("ick", "docs").option("shards", 3).mode("append").save()
-    sink = Sink()
-    query = (
-        read_stream(spark, redis_url, "docs", shards=3, maxMembersPerTrigger=1000)
-        .writeStream.foreachBatch(sink)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
-    )
+    options = {"redis.url": redis_url, "ick": "docs", "shards": 3, "maxMembersPerTrigger": 1000}
+    query, sink = drain(spark, "ick", options, str(tmp_path / "ckpt"))
     assert query.awaitTermination(120)
     rows = sink.rows()
     assert sorted(r.member for r in rows) == sorted(m for m, _ in members)  # once each
     assert {r.member: r.score for r in rows} == dict(members)
-    assert len(sink.batches) == 3 and all(len(b) <= 1000 for b in sink.batches.values())
+    batches = sink.batches()
+    assert len(batches) == 3 and all(len(b.rows) <= 1000 for b in batches.values())
     ick = ShardedIck(client, "docs", 3)
-    for batch in sink.batches.values():
+    for batch in batches.values():
         by_shard: dict[int, list[Any]] = defaultdict(list)
-        for row in batch:
+        for row in batch.rows:
             assert row.shard == ick.shard_of(row.member)
             by_shard[row.shard].append(row)
         for shard_rows in by_shard.values():  # the order within a shard is by score
@@ -75,12 +46,9 @@ def test_write_then_drain_with_available_now(spark, redis_url, client, tmp_path)
 def test_redelivery_and_a_second_query_is_refused(spark, redis_url, client, tmp_path):
     ick = ShardedIck(client, "live", 2)
     sink = Sink()
-    query = (
-        read_stream(spark, redis_url, "live", shards=2, consumerId="indexer")
-        .writeStream.foreachBatch(sink)
-        .trigger(processingTime="0 seconds")
-        .option("checkpointLocation", str(tmp_path / "a"))
-        .start()
+    options = {"redis.url": redis_url, "ick": "live", "shards": 2}
+    query = stream(
+        spark, "ick", {**options, "consumerId": "indexer"}, sink, str(tmp_path / "a"), "0 seconds"
     )
     try:
         ick.add({"x": 1.0, "y": 2.0})
@@ -93,12 +61,7 @@ def test_redelivery_and_a_second_query_is_refused(spark, redis_url, client, tmp_
             timeout=60,
             what="re-delivery of x",
         )
-        second = (
-            read_stream(spark, redis_url, "live", shards=2)
-            .writeStream.foreachBatch(lambda df, i: None)
-            .option("checkpointLocation", str(tmp_path / "b"))
-            .start()
-        )
+        second = stream(spark, "ick", options, lambda df, i: None, str(tmp_path / "b"), "0 seconds")
         with pytest.raises(Exception, match=r"Ick 'live' shard \d .*'indexer' holds its lease"):
             second.awaitTermination(120)
         assert query.isActive
@@ -258,12 +221,9 @@ def test_a_member_dirtied_between_two_reservations_of_one_batch_names_the_later(
 def test_progress_reports_the_backlog(spark, redis_url, client, tmp_path):
     now = client.time()[0]
     ShardedIck(client, "lag", 2).add({f"doc:{i}": now - 60.0 for i in range(1000)})
-    query = (
-        read_stream(spark, redis_url, "lag", shards=2, maxMembersPerTrigger=100)
-        .writeStream.foreachBatch(lambda df, i: df.count())
-        .trigger(processingTime="0 seconds")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
+    options = {"redis.url": redis_url, "ick": "lag", "shards": 2, "maxMembersPerTrigger": 100}
+    query = stream(
+        spark, "ick", options, lambda df, i: df.count(), str(tmp_path / "ckpt"), "0 seconds"
     )
     try:
 

@@ -7,7 +7,7 @@ sockets: a closed port, a proxy that resets, a proxy that swallows the reply."""
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,7 +27,7 @@ from pyspark_ick import (
     retry,
 )
 from pyspark_ick import redis_errors as rules
-from pyspark_ick.testing import RedisServer, free_port
+from pyspark_ick.testing import free_port
 
 
 def raised(call: Callable[[], Any]) -> BaseException:
@@ -46,12 +46,6 @@ def bare(port: int, timeout: float = 1.0) -> redis.Redis:
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 0),
     )
-
-
-@pytest.fixture
-def proxy(redis_standalone: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(redis_standalone.port) as fronted:
-        yield fronted
 
 
 def refused_port() -> BaseException:

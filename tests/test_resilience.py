@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from fault_proxy import FaultProxy
-from faults_support import Sink, drained, stream, wait_running
-from redis_faults import start_durable
+from faults_support import drained, wait_running
+from redis_faults import kill, restart
+from support import Sink, drain, stream
 
 from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, lua, scripts
 from pyspark_ick.ick import queue_add
@@ -27,23 +25,10 @@ from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.testing import RedisServer, wait_until
 
 
-@pytest.fixture
-def durable() -> Iterator[RedisServer]:
-    server = start_durable()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def proxy(durable: RedisServer) -> Iterator[FaultProxy]:
-    with FaultProxy(durable.port) as fronted:
-        yield fronted
-
-
 def restart_after(server: RedisServer, seconds: float) -> threading.Thread:
     """kill -9 ``server`` now and start it again after ``seconds``, in a thread."""
-    server.kill()
-    thread = threading.Thread(target=lambda: (time.sleep(seconds), server.restart()))
+    kill(server)
+    thread = threading.Thread(target=lambda: (time.sleep(seconds), restart(server)))
     thread.start()
     return thread
 
@@ -158,17 +143,8 @@ def test_available_now_delivers_what_a_gem_consumer_left_reserved(
     gem = Ick(client, "handed")
     gem.add({"a": 1.0, "b": 2.0, "c": 3.0})
     assert [m for m, _ in gem.reserve(1)] == ["a"]  # a gem consumer reserved a, then died
-    sink = Sink()
-    query = (
-        spark.readStream.format("ick")
-        .option("redis.url", redis_url)
-        .option("ick", "handed")
-        .load()
-        .writeStream.foreachBatch(sink)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .start()
-    )
+    options = {"redis.url": redis_url, "ick": "handed"}
+    query, sink = drain(spark, "ick", options, str(tmp_path / "ckpt"))
     assert query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(sink.values()) == ["a", "b", "c"]

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from support import ACL_NAMES, ACL_PASSWORD, cli_command
 
 from pyspark_ick import (
     Ick,
@@ -34,9 +34,7 @@ from pyspark_ick.options import Options
 from pyspark_ick.testing import free_port, server_binary, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
-PASSWORD = "s3cret-Pa55"
 WRONG = "wr0ng-Pa55"
-NAMES = ("dirty_docs", "parked")
 
 
 def full_text(exc: BaseException) -> str:
@@ -83,9 +81,8 @@ def test_tls_without_the_ca_fails_at_once(redis_tls):
 def test_cli_over_tls(redis_tls):
     url = f"{redis_tls.url}?ssl_ca_certs={redis_tls.extra['ssl_ca_certs']}"
     env = {**os.environ, "REDIS_URL": url}
-    command = [sys.executable, "-m", "pyspark_ick.cli"]
     added = subprocess.run(
-        [*command, "add", "tls_cli", "x", "y", "--score", "1"],
+        cli_command("add", "tls_cli", "x", "y", "--score", "1"),
         capture_output=True,
         text=True,
         env=env,
@@ -93,7 +90,7 @@ def test_cli_over_tls(redis_tls):
     )
     assert added.returncode == 0, added.stderr
     done = subprocess.run(
-        [*command, "stats", "tls_cli", "--json"],
+        cli_command("stats", "tls_cli", "--json"),
         capture_output=True,
         text=True,
         env=env,
@@ -104,16 +101,6 @@ def test_cli_over_tls(redis_tls):
 
 
 # --- a restricted ACL user ----------------------------------------------------------------
-
-
-@pytest.fixture
-def acl_url(redis_url, redis_standalone) -> Iterator[str]:
-    """The standalone server's URL as user ``ick``, allowed only the keys of NAMES."""
-    with redis_standalone.client() as admin:
-        admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, *NAMES))
-    yield redis_url.replace("redis://", f"redis://ick:{PASSWORD}@")
-    with redis_standalone.client() as admin:
-        admin.execute_command("ACL", "DELUSER", "ick")
 
 
 def test_acl_user_can_reshard_release_and_inspect_a_dehydrator(acl_url, client):
@@ -206,7 +193,7 @@ def test_acl_user_is_refused_everything_else(acl_url, client):
 def test_acl_user_on_the_cluster(cluster_url, redis_cluster_nodes, cluster_client, logs):
     for node in redis_cluster_nodes.nodes:
         with node.client() as admin:
-            admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, *NAMES))
+            admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(ACL_PASSWORD, *ACL_NAMES))
     try:
         started = time.monotonic()
         with pytest.raises(IckConnectionError, match="refused the username or password") as info:
@@ -214,7 +201,7 @@ def test_acl_user_on_the_cluster(cluster_url, redis_cluster_nodes, cluster_clien
         assert time.monotonic() - started < 5
         assert WRONG not in full_text(info.value) and WRONG not in logs.text
 
-        restricted = connect(cluster_url.replace("redis://", f"redis://ick:{PASSWORD}@"))
+        restricted = connect(cluster_url.replace("redis://", f"redis://ick:{ACL_PASSWORD}@"))
         assert isinstance(restricted, redis.RedisCluster)
         sharded = ShardedIck(restricted, "dirty_docs", 6)
         assert sharded.add({f"doc{i}": i for i in range(60)}) == (60, 0)
@@ -231,7 +218,7 @@ def test_acl_user_on_the_cluster(cluster_url, redis_cluster_nodes, cluster_clien
 
 
 def test_docs_show_the_tested_acl_line():
-    line = acl_line("ick", "CHANGE-ME", *NAMES)
+    line = acl_line("ick", "CHANGE-ME", *ACL_NAMES)
     assert line.startswith("user ick on >CHANGE-ME ~dirty_docs ~dirty_docs:* ~dirty_docs/*")
     assert line in (ROOT / "docs" / "security.md").read_text()
 
@@ -244,47 +231,51 @@ def test_wrong_password_fails_fast_without_the_password(acl_url, redis_url, logs
     started = time.monotonic()
     with pytest.raises(IckConnectionError) as info:
         if how == "url":
-            connect(acl_url.replace(PASSWORD, WRONG))
+            connect(acl_url.replace(ACL_PASSWORD, WRONG))
         elif how == "keywords":
             connect(redis_url, username="ick", password=WRONG)
         else:
-            connect(acl_url.replace(PASSWORD, WRONG), cluster="no")
+            connect(acl_url.replace(ACL_PASSWORD, WRONG), cluster="no")
     assert time.monotonic() - started < 2
     assert "refused the username or password" in str(info.value)
     for text in (full_text(info.value), repr(info.value), logs.text):
-        assert WRONG not in text and PASSWORD not in text
+        assert WRONG not in text and ACL_PASSWORD not in text
 
 
 def test_no_password_in_reprs_errors_or_logs(acl_url, logs):
     # a live client: redis-py's repr hides the password itself
     client = connect(acl_url)
-    assert PASSWORD not in repr(client) and PASSWORD not in repr(client.connection_pool)
+    assert ACL_PASSWORD not in repr(client) and ACL_PASSWORD not in repr(client.connection_pool)
 
-    spec = ConnectionSpec(url=acl_url, password=PASSWORD)
-    assert PASSWORD not in repr(spec) and PASSWORD not in str(spec)
+    spec = ConnectionSpec(url=acl_url, password=ACL_PASSWORD)
+    assert ACL_PASSWORD not in repr(spec) and ACL_PASSWORD not in str(spec)
     assert "ick:***@" in repr(spec)
-    assert redact(f"redis://h:6379/0?password={PASSWORD}") == "redis://h:6379/0?password=***"
-    assert PASSWORD not in redact(f"unix:///tmp/r.sock?db=0&password={PASSWORD}")
+    assert redact(f"redis://h:6379/0?password={ACL_PASSWORD}") == "redis://h:6379/0?password=***"
+    assert ACL_PASSWORD not in redact(f"unix:///tmp/r.sock?db=0&password={ACL_PASSWORD}")
 
     failures = []
     for attempt in (
         # unreachable, with the password in the URL and as a keyword
-        lambda: connect(f"redis://ick:{PASSWORD}@127.0.0.1:{free_port()}/0", retry_timeout=0),
-        lambda: connect(f"redis://127.0.0.1:{free_port()}/0", password=PASSWORD, retry_timeout=0),
+        lambda: connect(f"redis://ick:{ACL_PASSWORD}@127.0.0.1:{free_port()}/0", retry_timeout=0),
+        lambda: connect(
+            f"redis://127.0.0.1:{free_port()}/0", password=ACL_PASSWORD, retry_timeout=0
+        ),
         # malformed URLs
-        lambda: connect(f"http://ick:{PASSWORD}@example.com/0"),
-        lambda: connect(f"redis://ick:{PASSWORD}@example.com:port/0"),
+        lambda: connect(f"http://ick:{ACL_PASSWORD}@example.com/0"),
+        lambda: connect(f"redis://ick:{ACL_PASSWORD}@example.com:port/0"),
         # option errors of the Spark formats
-        lambda: Options({"redis.url": f"http://ick:{PASSWORD}@h/0"}, "ick").connection(),
+        lambda: Options({"redis.url": f"http://ick:{ACL_PASSWORD}@h/0"}, "ick").connection(),
         lambda: Options({"redis.url": acl_url, "redis.timeout": "soon"}, "ick").connection(),
-        lambda: Options({"redis.password": PASSWORD, "redis.cluster": "maybe"}, "ick").connection(),
+        lambda: Options(
+            {"redis.password": ACL_PASSWORD, "redis.cluster": "maybe"}, "ick"
+        ).connection(),
     ):
         with pytest.raises((IckConnectionError, IckConfigError)) as info:
             attempt()
         failures.append(full_text(info.value))
-    assert all(PASSWORD not in text for text in failures), failures
+    assert all(ACL_PASSWORD not in text for text in failures), failures
     assert "redis.timeout" in failures[5] and "redis.cluster" in failures[6]
-    assert PASSWORD not in logs.text
+    assert ACL_PASSWORD not in logs.text
     assert any(r.name.startswith("redis") for r in logs.records)  # redis-py did log
 
 
@@ -375,7 +366,7 @@ def test_tls_on_one_side_only_says_so_at_once(redis_tls, redis_url):
 def test_acl_user_queues_adds_on_its_own_pipeline_and_registers_its_icks(acl_url, client):
     restricted = connect(acl_url)
     pipe = restricted.pipeline(transaction=False)
-    queue_add(pipe, IckKeys(NAMES[0]), ["piped"], [1.0])
+    queue_add(pipe, IckKeys(ACL_NAMES[0]), ["piped"], [1.0])
     pipe.execute()
-    ShardedIck(restricted, NAMES[0], 1).check_shards()
-    assert client.smembers("pyspark-ick/registry/ick") == {NAMES[0].encode()}
+    ShardedIck(restricted, ACL_NAMES[0], 1).check_shards()
+    assert client.smembers("pyspark-ick/registry/ick") == {ACL_NAMES[0].encode()}

@@ -4,25 +4,11 @@ plan or error of those jobs shows its password."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from support import ACL_PASSWORD, stream
 
 from pyspark_ick import Dehydrator, ShardedIck, connect
-from pyspark_ick.acl import acl_rules
-
-PASSWORD = "Sp4rk-s3cret"
-
-
-@pytest.fixture
-def acl_url(redis_url: str, redis_standalone: Any) -> Iterator[str]:
-    """The standalone server as user ``ick``, allowed only the keys of dirty_docs, parked."""
-    with redis_standalone.client() as admin:
-        admin.execute_command("ACL", "SETUSER", "ick", *acl_rules(PASSWORD, "dirty_docs", "parked"))
-    yield redis_url.replace("redis://", f"redis://ick:{PASSWORD}@")
-    with redis_standalone.client() as admin:
-        admin.execute_command("ACL", "DELUSER", "ick")
 
 
 def test_restricted_user_runs_writer_reader_and_dehydrator(
@@ -44,16 +30,13 @@ def test_restricted_user_runs_writer_reader_and_dehydrator(
     assert ShardedIck(client, "dirty_docs", 4).stats()["pset_size"] == 50
 
     seen: list[str] = []
-    query = (
-        spark.readStream.format("ick")
-        .options(**opts)
-        .option("ick", "dirty_docs")
-        .option("shards", 4)
-        .load()
-        .writeStream.foreachBatch(lambda df, _: seen.extend(r.member for r in df.collect()))
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "ick"))
-        .start()
+    query = stream(
+        spark,
+        "ick",
+        {**opts, "ick": "dirty_docs", "shards": 4},
+        lambda df, _: seen.extend(r.member for r in df.collect()),
+        str(tmp_path / "ick"),
+        trigger=None,
     )
     query.awaitTermination(120)
     assert query.exception() is None
@@ -69,22 +52,20 @@ def test_restricted_user_runs_writer_reader_and_dehydrator(
         .save()
     )
     released: list[str] = []
-    query = (
-        spark.readStream.format("dehydrator")
-        .options(**opts)
-        .option("dehydrator", "parked")
-        .load()
-        .writeStream.foreachBatch(lambda df, _: released.extend(r.element for r in df.collect()))
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(tmp_path / "dh"))
-        .start()
+    query = stream(
+        spark,
+        "dehydrator",
+        {**opts, "dehydrator": "parked"},
+        lambda df, _: released.extend(r.element for r in df.collect()),
+        str(tmp_path / "dh"),
+        trigger=None,
     )
     query.awaitTermination(120)
     assert query.exception() is None
     assert sorted(released) == ["element a", "element b"]
     assert Dehydrator(client, "parked").ttn() == -1
 
-    leaks = {r.name for r in caplog.records if PASSWORD in r.getMessage()}
+    leaks = {r.name for r in caplog.records if ACL_PASSWORD in r.getMessage()}
     assert not {n for n in leaks if n.startswith(("pyspark_ick", "redis"))}, leaks
 
 
@@ -100,7 +81,7 @@ def test_restricted_user_is_refused_other_icks_with_a_clear_error(spark, acl_url
         )
     text = str(failure.value)
     assert "NOPERM" in text or "permission" in text.lower()
-    assert PASSWORD not in text
+    assert ACL_PASSWORD not in text
 
 
 def test_restricted_user_cannot_touch_keys_outside_its_patterns(acl_url):

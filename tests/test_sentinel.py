@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pickle
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,14 +24,20 @@ import pytest
 from faults_support import (
     Loop,
     Producer,
-    Sink,
     check_deliveries,
     check_i1,
     drained,
-    stream,
     wait_running,
 )
-from redis_faults import replicas_behind
+from redis_faults import (
+    failover,
+    kill,
+    kill_primary,
+    replicas_behind,
+    wait_promoted,
+    wait_replicated,
+)
+from support import Sink, cli_command, stop_all, stream
 
 from pyspark_ick import (
     Dehydrator,
@@ -147,7 +152,7 @@ def test_no_sentinel_reachable_names_them_all():
 def test_the_cli_stats_through_a_sentinel_url(calm):
     ShardedIck(connect(calm.url), "cli_q", 1).add({"a": 1.0, "b": 2.0})
     done = subprocess.run(
-        [sys.executable, "-m", "pyspark_ick.cli", "--url", calm.url, "stats", "cli_q", "--json"],
+        cli_command("stats", "cli_q", "--json", url=calm.url),
         capture_output=True,
         text=True,
         timeout=60,
@@ -224,15 +229,7 @@ def test_sentinel_auth(guarded):
         for secret in (SECRET, SENTINEL_SECRET, "wrong-one", "wrong-two"):
             assert secret not in str(info.value)
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pyspark_ick.cli",
-            "--url",
-            guarded.sentinel_url(sentinel_password="wrong-one"),
-            "stats",
-            "x",
-        ],
+        cli_command("stats", "x", url=guarded.sentinel_url(sentinel_password="wrong-one")),
         capture_output=True,
         text=True,
         timeout=60,
@@ -252,34 +249,26 @@ def doomed() -> Iterator[SentinelSet]:
     found.stop()
 
 
-def stop_all(*things: Any) -> None:
-    for thing in things:
-        if hasattr(thing, "isActive"):
-            if thing.isActive:
-                thing.stop()
-        else:
-            thing.stop()
+def stream_of(spark: Any, url: str, ick: str, shards: int, checkpoint: str) -> tuple[Any, Sink]:
+    """A stream query of ``ick`` (40 members a batch at most, this suite's retry and lease
+    settings) into a new Sink: (query, sink)."""
+    sink = Sink()
+    options = {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40}
+    return stream(spark, "ick", {**options, **RETRY}, sink, checkpoint), sink
 
 
 @pytest.mark.parametrize("how", ["kill -9", "SENTINEL FAILOVER"])
 def test_a_stream_query_rides_out_a_sentinel_failover(spark, doomed, tmp_path, how):
     ick, shards, url = "failover", 2, doomed.url
     producer = Producer(connect(url, timeout=2, retry_timeout=0), ick, shards)
-    sink = Sink()
-    query = stream(
-        spark,
-        "ick",
-        {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40, **RETRY},
-        sink,
-        str(tmp_path / "ckpt"),
-    )
+    query, sink = stream_of(spark, url, ick, shards, str(tmp_path / "ckpt"))
     try:
         producer.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
         producer.stop()  # the replicas catch up, then the primary goes
-        doomed.wait_replicated()
+        wait_replicated(doomed)
         started = time.monotonic()
-        promoted = doomed.kill_primary() if how == "kill -9" else doomed.failover()
+        promoted = kill_primary(doomed) if how == "kill -9" else failover(doomed)
         failed_over = time.monotonic() - started
         after = Producer(producer.client, ick, shards)
         after.start()
@@ -363,10 +352,10 @@ def kill_with_replicas_behind(sentinels: SentinelSet, adder: Adder) -> tuple[flo
     with replicas_behind(sentinels) as primary:
         lagging = time.monotonic()
         time.sleep(0.3)  # adds the replicas will never see (unless the adder waited)
-        primary.kill()
+        kill(primary)
         killed = time.monotonic()
         during = adder.acked_since(lagging)
-    sentinels.wait_promoted(primary)
+    wait_promoted(sentinels, primary)
     return time.monotonic() - killed, during
 
 
@@ -377,7 +366,7 @@ def test_without_wait_replicas_such_a_kill_loses_acknowledged_adds(doomed):
     adder.start()
     try:
         wait_until(lambda: len(adder.acked) >= 20, timeout=30, what="20 adds")
-        doomed.wait_replicated()
+        wait_replicated(doomed)
         _, during = kill_with_replicas_behind(doomed, adder)
         wait_until(lambda: len(adder.acked) >= during + 40, timeout=60, what="adds after")
     finally:
@@ -397,14 +386,7 @@ def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, do
     adder = Adder(
         connect(url, timeout=2, retry_timeout=30, wait_replicas=1, wait_timeout=20), ick, shards
     )
-    sink = Sink()
-    query = stream(
-        spark,
-        "ick",
-        {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40, **RETRY},
-        sink,
-        str(tmp_path / "ckpt"),
-    )
+    query, sink = stream_of(spark, url, ick, shards, str(tmp_path / "ckpt"))
     try:
         adder.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")

@@ -17,7 +17,12 @@ import sys
 import time
 from pathlib import Path
 
-from faults import arm, fault, run_until_fault  # tests/crash/faults.py, next to this file
+from faults import (  # tests/crash/faults.py, next to this file
+    arm,
+    drain_then_stop,
+    fault,
+    run_cycles,
+)
 
 from pyspark_ick import ShardedIck, connect
 from pyspark_ick.keys import shard_names
@@ -57,36 +62,22 @@ def main() -> int:
             .start()
         )
 
-    for point, after, kill in cfg["schedule"]:
-        if kill == "group":
-            kill = str(os.getpgrp())
-        if not run_until_fault(
-            start, fault_file, counter, f"{point} {after} {kill}", cfg.get("cycle_timeout", 120)
-        ):
-            print(f"NOFAULT {point}", flush=True)
-            return 3
-        print(f"CYCLE {point}", flush=True)
-
-    print("FAULTS DONE", flush=True)
+    group = str(os.getpgrp())
+    specs = [
+        f"{p} {after} {group if kill == 'group' else kill}" for p, after, kill in cfg["schedule"]
+    ]
+    if not run_cycles(start, fault_file, counter, specs, cfg.get("cycle_timeout", 120)):
+        return 3
     query = start()
     sharded = ShardedIck(client, cfg["ick"], cfg["shards"])
     keys = shard_names(cfg["ick"], cfg["shards"])
-    deadline = time.monotonic() + cfg.get("drain_timeout", 180)
-    while time.monotonic() < deadline:
-        if not query.isActive:
-            print(f"FAILED {query.exception()}", flush=True)
-            return 4
-        if (
-            Path(cfg["drain_file"]).exists()
-            and sharded.stats()["total_size"] == 0
-            and all(describe(client, k)["open_reservations"] == 0 for k in keys)
-        ):
-            query.stop()
-            print("DRAINED", flush=True)
-            return 0
-        time.sleep(0.1)
-    print("NOT DRAINED", flush=True)
-    return 5
+
+    def empty() -> bool:
+        return sharded.stats()["total_size"] == 0 and all(
+            describe(client, k)["open_reservations"] == 0 for k in keys
+        )
+
+    return drain_then_stop(query, cfg["drain_file"], empty, cfg.get("drain_timeout", 180))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections import Counter
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,43 @@ def run_until_fault(
     if failure is not None and Path(counter).stat().st_size < int(spec.split()[1]):
         raise RuntimeError(f"the query failed before fault {spec!r} was hit") from failure
     return bool(finished)
+
+
+def run_cycles(
+    start: Callable[[], Any],
+    fault_file: str | Path,
+    counter: str | Path,
+    specs: Iterable[str],
+    timeout: float,
+) -> bool:
+    """A crash test child's schedule: ``run_until_fault`` for each spec in turn, printing
+    ``CYCLE point`` after each and ``FAULTS DONE`` at the end; False (after printing
+    ``NOFAULT point``) at the first whose fault did not come within ``timeout`` seconds."""
+    for spec in specs:
+        point = spec.split()[0]
+        if not run_until_fault(start, fault_file, counter, spec, timeout):
+            print(f"NOFAULT {point}", flush=True)
+            return False
+        print(f"CYCLE {point}", flush=True)
+    print("FAULTS DONE", flush=True)
+    return True
+
+
+def drain_then_stop(
+    query: Any, drain_file: str | Path, empty: Callable[[], bool], timeout: float
+) -> int:
+    """After the faults: once ``drain_file`` exists (the test stopped producing) and
+    ``empty()``, stop ``query`` and print ``DRAINED`` (returns 0); ``FAILED error`` (4)
+    when the query dies first, ``NOT DRAINED`` (5) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not query.isActive:
+            print(f"FAILED {query.exception()}", flush=True)
+            return 4
+        if Path(drain_file).exists() and empty():
+            query.stop()
+            print("DRAINED", flush=True)
+            return 0
+        time.sleep(0.1)
+    print("NOT DRAINED", flush=True)
+    return 5

@@ -1,4 +1,4 @@
-"""The checker of the nemesis soak (tests/nemesis.py): pure functions over its records.
+"""The checker of the nemesis soak: pure functions over its records.
 
 Records (one JSON object a line in the run's directory; times are ``time.monotonic()``,
 one clock for every process of the machine):
@@ -19,14 +19,13 @@ killed before it replicated, which no reader can deliver, so those are counted a
 how many were delivered anyway), I3 (every delivery of a batch id has the same rows),
 duplicates (rows delivered although their member was not added again since its last
 delivery, replays aside), and the longest stretch without progress while an add waited,
-outside the fault windows. ``python3 tests/nemesis_check.py DIR`` checks a recorded run again.
+outside the fault windows. ``python3 tests/nemesis --check DIR`` checks a recorded run again.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
@@ -34,17 +33,7 @@ from math import inf
 from pathlib import Path
 from typing import Any, NamedTuple
 
-
-class Add(NamedTuple):
-    """An add Redis acknowledged (as in tests/faults_support.py); ``kept``: a replica
-    confirmed it (always, without replicas to wait for)."""
-
-    member: str
-    score: float
-    shard: int
-    reserved: int
-    at: float
-    kept: bool = True
+from faults_support import Add  # an add Redis acknowledged, as the soak records it
 
 
 class Delivery(NamedTuple):
@@ -320,6 +309,7 @@ def windows_of(
 
 
 def main(argv: list[str]) -> int:
+    """Check the run recorded in directory ``argv[0]`` again; prints the result."""
     directory = Path(argv[0])
     summary = json.loads((directory / "summary.json").read_text())
     adds = [add_of(r) for r in read_jsonl(directory / "adds.jsonl")]
@@ -328,7 +318,3 @@ def main(argv: list[str]) -> int:
     result = check(adds, deliveries, windows, summary["until"], summary["origin"])
     print(json.dumps(result, indent=2))
     return 0 if result["ok"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

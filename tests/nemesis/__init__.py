@@ -1,0 +1,54 @@
+"""The nemesis soak: hours (or minutes) of mixed faults against a stream of a sharded Ick,
+then a check that nothing acknowledged was lost (``check``).
+
+    python3 tests/nemesis --minutes 30 --seed 1 --out DIR [--dehydrator]
+    python3 tests/nemesis --check DIR    # the checker again, on a recorded run
+
+- A durable redis-server (AOF, ``appendfsync always``) on a free loopback port, reached by
+  producers and consumer through a FaultProxy (tests/fault_proxy.py), as through a load
+  balancer. A second, plain redis-server that no fault touches holds the records.
+- Producers (threads) add members with scores = time, ~``--rate`` adds/s, recording each
+  add Redis acknowledged with the shard's last reservation number read in the same MULTI
+  (``DIR/adds.jsonl``).
+- A consumer: a child process (its own process group) running
+  ``readStream.format("ick") -> foreachBatch`` from a checkpoint on ``local[2,4]`` (a
+  killed Python worker is a task retry); the sink records each call (batch id, rows,
+  start, end) in the record Redis before it returns. A failed query is restarted in the
+  same JVM; a dead child is restarted from the same checkpoint by a supervisor; both
+  record the cause (``DIR/restarts.jsonl``).
+- A nemesis (seeded) draws a fault every ``--every`` seconds: Redis kill -9 and restart,
+  Redis SIGSTOP, proxy reset of every connection, proxy blackhole (half-open), kill -9 of
+  the consumer's driver, of its JVM, of a Python worker mid-read, of its stream-source
+  runner, and SIGSTOP of the whole consumer (``DIR/faults.jsonl``).
+- ``--sentinel``: the Ick lives on a Sentinel set instead (pyspark_ick.testing.start_sentinels:
+  a primary, 2 replicas, 3 sentinels, with that function's server settings: nothing
+  persisted) and producers and consumer use its ``redis+sentinel://`` URL. Acknowledged
+  means replicated there: each add's MULTI/EXEC and a WAIT 1 go on one connection of the
+  producer's client (pyspark_ick.replication.write), and the record says whether a replica
+  confirmed it (``kept``; the checker counts lost only among kept adds). Its faults: kill -9
+  of the primary (restarted a few seconds after Sentinel promoted a replica: it rejoins as a
+  replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer than
+  the sentinels' 1 s down-after), and the consumer's kinds; each failover records how long
+  until the primary the sentinels name answered a write again.
+- ``--dehydrator``: a parker parks elements with delays of 0-2 s; the consumer's second
+  query, ``readStream.format("dehydrator")``, writes each released element into the Ick
+  (``df.write.format("ick")``) before recording it; checked: every acknowledged park is
+  released after its ack and its element reaches the Ick's deliveries.
+- At the end: the nemesis stops, every fault heals, producers stop, the consumer drains
+  (deadline), stops, and the checker runs; a summary table is printed and written with
+  every check to ``DIR/summary.json``.
+
+Bounded (every loop has a deadline), seeded (the fault schedule and the members), loopback
+only, never port 6379 or 26379, and it signals only processes it started, by PID (the
+consumer's process group is its own). Not implemented: a Redis Cluster with failover and slot
+migration (``--cluster``).
+
+The modules, one job each: ``cli`` (the command line), ``settings`` (what a soak does, the
+fault kinds), ``topology`` (where the Ick lives: behind the proxy, or a Sentinel set),
+``producers``, ``consumer`` (the child process and its Spark queries), ``supervisor`` (runs
+and restarts the child), ``faults`` and ``failovers`` (the nemesis), ``processes``
+(signalling ours), ``records`` (the run's JSON lines), ``soak`` (one run, start to end),
+``summary`` (its checks and table) and ``check`` (the checker, pure functions over the
+records). They import one another as ``nemesis.*`` with tests/ on sys.path (as under pytest;
+``__main__`` puts it there).
+"""

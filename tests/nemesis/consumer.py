@@ -1,0 +1,186 @@
+"""The consumer: a child process (its own process group) streaming the Ick (and the
+dehydrator) into recording sinks, and the hooks through which the nemesis kills its
+processes from inside."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from nemesis.records import write_atomically
+from nemesis.settings import DEHYDRATOR, ICK
+from pyspark_ick.testing import spark_session
+
+TESTS = Path(__file__).resolve().parents[1]  # on the PYTHONPATH of the Spark processes
+HOOK = "nemesis.consumer:worker_hook"
+ARM_ENV = "NEMESIS_WORKER_ARM"
+
+
+def worker_hook(point: str) -> None:
+    """PYSPARK_ICK_HOOK of the consumer's Spark processes: kill -9 this process at
+    ``during_read`` when the nemesis armed it (the first process to remove the arm file
+    dies; the others go on)."""
+    path = os.environ.get(ARM_ENV)
+    if point != "during_read" or not path:
+        return
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_if_armed(arm: Path) -> None:
+    """In the consumer's foreachBatch, after the batch was recorded: when the nemesis
+    armed ``arm`` with a pid (the driver's own, or its JVM's), kill -9 it here."""
+    try:
+        target = int(arm.read_text())
+        os.unlink(arm)  # the one who removes it acts; a nemesis that gave up removed it
+    except (OSError, ValueError):
+        return
+    os.kill(target, signal.SIGKILL)
+
+
+def child_main(cfg: dict[str, Any]) -> int:
+    """The consumer: stream query (or two) into the recording sink until the stop file
+    appears; a failed query restarts in this JVM (at most 5 times without a batch in
+    between), anything else ends the process (the supervisor restarts it)."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p
+    )
+    os.environ["PYSPARK_ICK_HOOK"] = HOOK
+    os.environ[ARM_ENV] = cfg["arm_file"]
+    spark = spark_session(
+        "nemesis-consumer", **{"spark.master": "local[2,4]", "spark.sql.shuffle.partitions": "1"}
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    record = redis.Redis(port=cfg["record_port"])
+    common = {
+        "redis.url": cfg["url"],
+        "shards": cfg["shards"],
+        "redis.timeout": "5",
+        "redis.retryTimeout": cfg["retry_timeout"],
+        "leaseTimeout": "20s",
+    }
+    if cfg["consumer_id"]:
+        common["consumerId"] = cfg["consumer_id"]
+    progress = [0]
+
+    def ick_sink(df: Any, batch_id: int) -> None:
+        start = time.monotonic()
+        rows = sorted([r.member, r.score, r.shard, r.reservation] for r in df.collect())
+        record.rpush(
+            "deliveries",
+            json.dumps(
+                {
+                    "batch": batch_id,
+                    "rows": rows,
+                    "start": start,
+                    "end": time.monotonic(),
+                    "pid": os.getpid(),
+                }
+            ),
+        )
+        progress[0] += 1
+        die_if_armed(Path(cfg["sink_arm"]))
+
+    def dh_sink(df: Any, batch_id: int) -> None:
+        start = time.monotonic()
+        rows = df.collect()
+        if rows:  # rehydrate: each released element becomes a member of the Ick
+            (
+                df.sparkSession.createDataFrame(
+                    [(r.element, r.due.timestamp()) for r in rows], "member string, score double"
+                )
+                .write.format("ick")
+                .mode("append")
+                .option("redis.url", cfg["url"])
+                .option("ick", ICK)
+                .option("shards", cfg["shards"])
+                .option("redis.retryTimeout", cfg["retry_timeout"])
+                .save()
+            )
+        record.rpush(
+            "dh_deliveries",
+            json.dumps(
+                {
+                    "batch": batch_id,
+                    "rows": sorted([r.id, r.element, r.shard] for r in rows),
+                    "start": start,
+                    "end": time.monotonic(),
+                }
+            ),
+        )
+        progress[0] += 1
+
+    def start() -> list[Any]:
+        streams = [
+            ("ick", {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]}, ick_sink, "ick")
+        ]
+        if cfg["dehydrator"]:
+            streams.append(("dehydrator", {"dehydrator": DEHYDRATOR}, dh_sink, "dh"))
+        queries = []
+        for fmt, options, sink, name in streams:
+            reader = spark.readStream.format(fmt)
+            for key, value in {**common, **options}.items():
+                reader = reader.option(key, value)
+            queries.append(
+                reader.load()
+                .writeStream.foreachBatch(sink)
+                .trigger(processingTime=cfg["trigger"])
+                .option("checkpointLocation", f"{cfg['checkpoint']}-{name}")
+                .start()
+            )
+        return queries
+
+    def event(kind: str, **more: Any) -> None:
+        record.rpush(
+            "events",
+            json.dumps(
+                {
+                    "kind": kind,
+                    "pid": os.getpid(),
+                    "at": time.monotonic(),
+                    "wall": time.time(),
+                    **more,
+                }
+            ),
+        )
+
+    stop_file, beat = Path(cfg["stop_file"]), Path(cfg["heartbeat"])
+    failures = 0
+    while True:
+        queries = start()
+        event("started")
+        seen = progress[0]
+        while True:
+            write_atomically(beat, str(time.monotonic()))
+            if progress[0] != seen:
+                failures, seen = 0, progress[0]
+            if stop_file.exists():
+                for q in queries:
+                    q.stop()
+                event("stopped")
+                return 0
+            dead = [q for q in queries if not q.isActive]
+            if dead:
+                break
+            time.sleep(0.25)
+        exc = dead[0].exception()
+        cause = str(exc) if exc is not None else "stopped without an exception"
+        event("query_failed", cause=cause[:4000])
+        print(f"NEMESIS-QUERY-FAILED: {cause.splitlines()[0] if cause else ''}", flush=True)
+        for q in queries:
+            with contextlib.suppress(Exception):
+                q.stop()
+        failures += 1
+        if failures > 5:
+            print("NEMESIS-EXIT: 6 query failures in a row without a batch", flush=True)
+            return 3

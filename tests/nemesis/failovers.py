@@ -1,0 +1,117 @@
+"""The nemesis's faults of a Sentinel set (--sentinel): kill -9 of the primary, SENTINEL
+FAILOVER and SIGSTOP of the primary, each timed until the primary answers a write again."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+from redis_faults import kill, restart, wait_promoted
+
+from nemesis.processes import signal_pid
+from pyspark_ick import IckError
+from pyspark_ick.testing import wait_until
+
+
+def promotion(old: Any, new: Any, answered: float, **more: Any) -> dict[str, Any]:
+    """The record of a failover that promoted ``new`` in place of ``old``."""
+    return {
+        "hit": True,
+        "promoted": True,
+        "old": old.port,
+        "new": new.port,
+        "answered_after": answered,
+        **more,
+    }
+
+
+class Failovers:
+    """The failover kinds of ``Nemesis``, whose ``sentinels``, ``rng`` and ``_hold`` they
+    use. Each records ``answered_after``: seconds from the fault until the primary the
+    sentinels name answered a write; ``promoted``: another node is primary."""
+
+    sentinels: Any  # --sentinel: a testing.SentinelSet
+    rng: random.Random  # how long each fault lasts
+    _hold: Callable[[float], None]  # waits, less when the soak ends
+
+    def _answered(self, began: float, old: int | None = None, timeout: float = 90.0) -> float:
+        """Seconds from ``began`` until the primary the sentinels name (another than port
+        ``old`` if given) takes a write (SET nemesis:probe)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(redis.RedisError, IckError, StopIteration, OSError):
+                port = self.sentinels.primary_port()
+                if port != old:
+                    node = self.sentinels.by_port(port)
+                    with node.client(socket_timeout=0.5, socket_connect_timeout=0.5) as c:
+                        c.set("nemesis:probe", time.time())
+                    return round(time.monotonic() - began, 2)
+            time.sleep(0.02)
+        raise TimeoutError(f"no primary took a write within {timeout:.0f} s")
+
+    def _revive(self, node: Any) -> None:
+        """Restart a killed data node once the sentinels name another primary: it has no
+        data (nothing persisted), so it must come back as a replica, never as the primary;
+        then until the set is healthy (it replicates the primary)."""
+        wait_until(
+            lambda: self.sentinels.primary_port() != node.port,
+            timeout=90,
+            interval=0.1,
+            what=f"a primary other than the dead {node.port}",
+        )
+        restart(node, timeout=60)
+        self.sentinels.wait_healthy(90)
+
+    def sentinel_kill(self) -> dict[str, Any]:
+        """kill -9 of the primary; Sentinel promotes a replica; the old one restarted
+        2-6 s after the promotion rejoins as a replica."""
+        old = self.sentinels.primary()
+        began = time.monotonic()
+        kill(old)
+        answered = self._answered(began, old.port)
+        new = wait_promoted(self.sentinels, old, 60)
+        down = self.rng.uniform(2, 6)
+        self._hold(down)
+        self._revive(old)
+        return promotion(old, new, answered, down_after_promotion=round(down, 2))
+
+    def sentinel_failover(self) -> dict[str, Any]:
+        """SENTINEL FAILOVER (graceful): a replica is promoted, the old primary demoted."""
+        old = self.sentinels.primary()
+        sentinel = next(x for x in self.sentinels.sentinels if x.alive)
+        began = time.monotonic()
+        with sentinel.client(socket_timeout=5) as c:
+            c.execute_command("SENTINEL", "FAILOVER", self.sentinels.service)
+        answered = self._answered(began, old.port)
+        new = wait_promoted(self.sentinels, old, 60)
+        self.sentinels.wait_healthy(90)  # the old primary replicates the new one
+        return promotion(old, new, answered)
+
+    def sentinel_stop(self) -> dict[str, Any]:
+        """SIGSTOP of the primary for 0.5-8 s: Sentinel fails over when it is down longer
+        than down-after (1 s), and turns the old primary into a replica once it is back."""
+        old = self.sentinels.primary()
+        assert old.process is not None
+        seconds = self.rng.uniform(0.5, 8)
+        began = time.monotonic()
+        signal_pid(old.process.pid, signal.SIGSTOP)
+        try:
+            self._hold(seconds)
+        finally:
+            signal_pid(old.process.pid, signal.SIGCONT)
+        answered = self._answered(began)
+        self.sentinels.wait_healthy(90)
+        new = self.sentinels.primary_port()
+        return {
+            "hit": True,
+            "promoted": new != old.port,
+            "old": old.port,
+            "new": new,
+            "seconds": round(seconds, 2),
+            "answered_after": answered,
+        }

@@ -1,0 +1,199 @@
+"""The nemesis: draws a fault every few seconds (seeded) and records it; the faults of
+Redis behind the proxy and of the consumer's processes (failovers: nemesis.failovers)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from redis_faults import kill, restart
+from support import descendants
+
+from nemesis.failovers import Failovers
+from nemesis.processes import signal_group, signal_pid
+from nemesis.records import Journal, stamp, write_atomically
+from nemesis.settings import KINDS, SENTINEL_KINDS, Settings
+from nemesis.supervisor import Supervisor
+
+
+class Nemesis(Failovers):
+    """Draws a fault every ``settings.every`` seconds (seeded) until ``stop()``; records
+    each with its start and end (monotonic and wall) in ``journal``."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        server: Any,
+        proxy: Any,
+        supervisor: Supervisor,
+        journal: Journal,
+        arm_file: Path,
+        sentinels: Any = None,
+    ) -> None:
+        self.settings, self.server, self.proxy = settings, server, proxy
+        self.sentinels = sentinels  # --sentinel: a testing.SentinelSet (server, proxy None)
+        self.supervisor, self.journal, self.arm_file = supervisor, journal, arm_file
+        self.sink_arm = arm_file.with_name("sink.arm")
+        self.schedule = random.Random(settings.seed)  # which fault, when: hits aside
+        self.rng = random.Random(settings.seed + 1)  # how long each lasts
+        self.kinds = settings.kinds or (SENTINEL_KINDS if sentinels is not None else KINDS)
+        self.redis_stopped = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="nemesis")
+        self.errors: list[str] = []
+
+    def start(self) -> Nemesis:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 90.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.schedule.uniform(*self.settings.every)):
+            kind = self.schedule.choice(self.kinds)
+            began = stamp()
+            try:
+                detail = getattr(self, kind)()
+            except Exception as exc:  # noqa: BLE001 - recorded; the soak goes on
+                detail = {"hit": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+                self.errors.append(detail["error"])
+            ended = stamp()
+            self.journal.write(
+                {
+                    "kind": kind,
+                    "start": began["mono"],
+                    "end": ended["mono"],
+                    "wall_start": began["wall"],
+                    "wall_end": ended["wall"],
+                    **detail,
+                }
+            )
+
+    def _hold(self, seconds: float) -> None:
+        """Wait ``seconds``, less when the soak ends."""
+        self._stop.wait(seconds)
+
+    # Each fault returns a dict of details; "hit" False: there was nothing to hit.
+
+    def redis_kill(self) -> dict[str, Any]:
+        kill(self.server)
+        down = self.rng.uniform(0.5, 3.0)
+        self._hold(down)
+        restart(self.server, timeout=60)
+        return {"hit": True, "down": round(down, 2)}
+
+    def redis_stop(self) -> dict[str, Any]:
+        seconds = self.rng.uniform(2, 20)
+        self.redis_stopped = signal_pid(self.server.process.pid, signal.SIGSTOP)
+        try:
+            self._hold(seconds)
+        finally:
+            signal_pid(self.server.process.pid, signal.SIGCONT)
+            self.redis_stopped = False
+        return {"hit": True, "seconds": round(seconds, 2)}
+
+    def proxy_reset(self) -> dict[str, Any]:
+        return {"hit": True, "connections": self.proxy.reset_all()}
+
+    def proxy_blackhole(self) -> dict[str, Any]:
+        seconds = self.rng.uniform(5, 25)
+        self.proxy.blackhole(seconds)
+        self._hold(seconds)
+        self.proxy.heal()
+        return {"hit": True, "seconds": round(seconds, 2)}
+
+    def _consumer(self, marker: str) -> tuple[int | None, int | None]:
+        """(child pid, pid of its first descendant whose command line has ``marker``)."""
+        pid = self.supervisor.pid()
+        if pid is None:
+            return None, None
+        found = [p for p, cmd in descendants(pid).items() if marker in cmd]
+        return pid, min(found, default=None)
+
+    def _kill(self, pid: int | None) -> dict[str, Any]:
+        """kill -9 ``pid`` of the consumer: half the time inside foreachBatch, once a batch
+        is recorded (so the restart replays it), else at once."""
+        if pid is None:
+            return {"hit": False}
+        if self.rng.random() < 0.5:
+            write_atomically(self.sink_arm, str(pid))
+            deadline = time.monotonic() + 20
+            while (
+                self.sink_arm.exists() and time.monotonic() < deadline and not self._stop.is_set()
+            ):
+                time.sleep(0.05)
+            try:
+                self.sink_arm.unlink()  # no batch came: kill it here and now
+            except FileNotFoundError:
+                return {"hit": True, "pid": pid, "in_sink": True}
+        return {"hit": signal_pid(pid, signal.SIGKILL), "pid": pid, "in_sink": False}
+
+    def kill_driver(self) -> dict[str, Any]:
+        return self._kill(self.supervisor.pid())
+
+    def kill_jvm(self) -> dict[str, Any]:
+        return self._kill(self._consumer("java")[1])
+
+    def kill_source_runner(self) -> dict[str, Any]:
+        _, runner = self._consumer("python_streaming_source_runner")
+        return {"hit": runner is not None and signal_pid(runner, signal.SIGKILL), "pid": runner}
+
+    def kill_worker(self) -> dict[str, Any]:
+        """Arm worker_hook: the next Python worker at ``during_read`` kills itself (-9);
+        disarmed when no read comes within 20 s."""
+        if self.supervisor.pid() is None:
+            return {"hit": False}
+        self.arm_file.write_text("armed")
+        deadline = time.monotonic() + 20
+        while self.arm_file.exists() and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.05)
+        try:
+            self.arm_file.unlink()
+            return {"hit": False}
+        except FileNotFoundError:
+            return {"hit": True}
+
+    def stop_consumer(self) -> dict[str, Any]:
+        pid = self.supervisor.pid()
+        if pid is None:
+            return {"hit": False}
+        seconds = self.rng.uniform(5, 20)
+        self.supervisor.paused_until = time.monotonic() + seconds + 60
+        signal_group(pid, signal.SIGSTOP)
+        try:
+            self._hold(seconds)
+        finally:
+            signal_group(pid, signal.SIGCONT)
+        return {"hit": True, "seconds": round(seconds, 2), "pid": pid}
+
+    def heal(self) -> None:
+        """End every fault: Redis running and continued, proxy healed (--sentinel: every
+        data node running and continued, the set healthy), consumer continued, no worker
+        armed."""
+        if self.sentinels is not None:
+            for node in self.sentinels.servers:
+                if node.alive:
+                    signal_pid(node.process.pid, signal.SIGCONT)
+            for node in self.sentinels.servers:
+                if not node.alive:
+                    self._revive(node)
+            self.sentinels.wait_healthy(120)
+        else:
+            if self.server.process is not None and self.server.process.poll() is None:
+                signal_pid(self.server.process.pid, signal.SIGCONT)
+            if not self.server.alive:
+                restart(self.server, timeout=60)
+            self.proxy.heal()
+        pid = self.supervisor.pid()
+        if pid is not None:
+            signal_group(pid, signal.SIGCONT)
+        for arm in (self.arm_file, self.sink_arm):
+            with contextlib.suppress(FileNotFoundError):
+                arm.unlink()

@@ -1,0 +1,52 @@
+"""What one soak does (``Settings``) and the fault kinds it draws from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ICK = "soak"
+DEHYDRATOR = "soakdh"
+
+
+@dataclass
+class Settings:
+    """What one soak does; ``minutes`` is the faulty phase, the drain comes after."""
+
+    minutes: float = 30.0
+    seed: int = 1
+    out: str = "nemesis-out"
+    shards: int = 4
+    rate: float = 30.0  # acknowledged adds per second, all producers together
+    producers: int = 2
+    members: int = 400
+    every: tuple[float, float] = (5.0, 15.0)  # seconds between faults
+    drain_timeout: float = 180.0
+    max_per_trigger: int = 300
+    trigger: str = "500 milliseconds"
+    retry_timeout: str = "60s"
+    consumer_id: str = ""  # "" = a random one per query start (takeovers after each crash)
+    dehydrator: bool = False
+    sentinel: bool = False  # the Ick on a Sentinel set (failovers), not behind the proxy
+    wait_timeout: float = 2.0  # --sentinel: seconds each add waits for a replica (WAIT)
+    wait_replicas: int = 1  # --sentinel: replicas each add waits for (2: every replica)
+    durable: bool = False  # --sentinel: data nodes with appendonly (a killed one keeps data)
+    kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
+    grace: float = 20.0  # seconds after a fault still excused from the progress check
+    restart_grace: float = 45.0  # the same after a fault that restarts the consumer
+
+
+CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner", "stop_consumer")
+KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER_KINDS)
+FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
+SENTINEL_KINDS = (*FAILOVERS, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
+# out the primary's own address)
+ALL_KINDS = (*KINDS, *FAILOVERS)
+RESTARTING = {
+    "redis_kill",
+    "kill_driver",
+    "kill_jvm",
+    "kill_worker",
+    "kill_source_runner",
+    "stop_consumer",
+}  # the consumer needs a restart (or a takeover) to go on
+LONG_GRACE = RESTARTING | set(FAILOVERS)  # a failover: the readers ride it out, slowly

@@ -1,0 +1,217 @@
+"""The soak's summary: every check of a run (nemesis.check, and the parks of
+--dehydrator), the restarts by cause, the failovers, and the table printed at the end."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from nemesis import check as nc
+from nemesis.records import Journal
+from nemesis.settings import ALL_KINDS, FAILOVERS, LONG_GRACE, Settings
+
+
+def classify(cause: str) -> str:
+    """A short name for a restart cause (the raw text stays in restarts.jsonl)."""
+    rules = [
+        ("does it speak only TLS", "reset taken for TLS (connect)"),
+        ("did not answer within redis.retryTimeout", "retryTimeout exceeded"),
+        ("lost its lease", "lease lost"),
+        ("is consumed by another query", "lease busy"),
+        ("EOFException", "EOFException (worker died)"),
+        ("XXKST", "XXKST (no cause message: the source runner died)"),
+        ("killed by SIGKILL", "killed -9"),
+        ("hung", "hung"),
+        ("Py4J", "py4j (JVM gone)"),
+        ("Connection refused", "py4j (JVM gone)"),
+        ("Answer from Java side is empty", "py4j (JVM gone)"),
+        ("JAVA_GATEWAY_EXITED", "JVM died while starting"),
+    ]
+    for needle, name in rules:
+        if needle in cause:
+            return name
+    return cause.splitlines()[0][:100] if cause else "unknown"
+
+
+def check_parks(
+    parks: list[dict[str, Any]], dh: list[dict[str, Any]], deliveries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Each acknowledged park released by a dehydrator sink call that ended after the park
+    was acknowledged, none begun before the park was sent plus its delay (less 0.1 s of
+    clock slack), and its element delivered by the Ick stream."""
+    calls: dict[str, list[tuple[float, float]]] = {}
+    for d in dh:
+        for ident, _element, _shard in d["rows"]:
+            calls.setdefault(ident, []).append((d["start"], d["end"]))
+    members = {row[0] for d in deliveries for row in d["rows"]}
+    lost = [p["id"] for p in parks if not any(end > p["at"] for _, end in calls.get(p["id"], []))]
+    early = [
+        p["id"]
+        for p in parks
+        if any(
+            start < p["sent"] + p["delay_ms"] / 1000 - 0.1 for start, _ in calls.get(p["id"], [])
+        )
+    ]
+    unrehydrated = [p["id"] for p in parks if f"dh:{p['id']}" not in members]
+    return {
+        "parks": len(parks),
+        "lost": len(lost),
+        "lost_examples": lost[:5],
+        "early": len(early),
+        "early_examples": early[:5],
+        "not_in_ick": len(unrehydrated),
+        "not_in_ick_examples": unrehydrated[:5],
+        "dh_sink_calls": len(dh),
+    }
+
+
+def summarize(
+    settings: Settings,
+    journals: dict[str, Journal],
+    deliveries: list[Any],
+    dh: list[Any],
+    events: list[Any],
+    stuck: dict[str, Any],
+    *,
+    origin: float,
+    until: float,
+    **more: Any,
+) -> dict[str, Any]:
+    """Every check of the run and the counts of the summary table."""
+    adds = [nc.add_of(r) for r in journals["adds"].records]
+    faults = journals["faults"].records
+    grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace for k in ALL_KINDS}
+    windows = nc.windows_of(faults, grace, settings.grace)
+    result = nc.check(
+        adds,
+        [nc.delivery_of(d) for d in deliveries],
+        windows,
+        until,
+        origin,
+        failovers=settings.sentinel,
+    )
+    restarts: Counter[str] = Counter()
+    for r in journals["restarts"].records:
+        restarts[f"process: {classify(r['cause'])}"] += 1
+    for e in events:
+        if e["kind"] == "query_failed":
+            restarts[f"query: {classify(e['cause'])}"] += 1
+    by_kind: dict[str, dict[str, int]] = {}
+    for f in faults:
+        entry = by_kind.setdefault(f["kind"], {"drawn": 0, "hit": 0})
+        entry["drawn"] += 1
+        entry["hit"] += bool(f.get("hit"))
+        if f.get("in_sink"):
+            entry["in_sink"] = entry.get("in_sink", 0) + 1
+    summary = {
+        "mode": "sentinel" if settings.sentinel else "proxy",
+        "wait_replicas": settings.wait_replicas if settings.sentinel else None,
+        "settings": {**asdict(settings), "every": list(settings.every)},
+        **result,
+        "stuck": stuck,
+        "ok": result["ok"] and not any(stuck.values()) and more.get("drained", False),
+        "faults": len(faults),
+        "faults_by_kind": by_kind,
+        "restarts_by_cause": dict(restarts.most_common()),
+        "origin": origin,
+        "until": until,
+        "faulty_minutes": round((faults[-1]["end"] - origin) / 60, 2) if faults else 0.0,
+        "windows": [list(w) for w in windows],
+        **more,
+    }
+    if settings.sentinel:
+        summary["failovers"] = failovers(faults)
+    if settings.dehydrator:
+        summary["dehydrator"] = check_parks(journals["parks"].records, dh, deliveries)
+        d = summary["dehydrator"]
+        summary["ok"] = summary["ok"] and not (d["lost"] or d["early"] or d["not_in_ick"])
+    return summary
+
+
+def failovers(faults: list[dict[str, Any]]) -> dict[str, Any]:
+    """--sentinel: per failover kind, how many were drawn, how many promoted a replica, and
+    the seconds until the primary the sentinels name took a write again (each, and the
+    median and max)."""
+    found: dict[str, Any] = {}
+    for kind in FAILOVERS:
+        mine = [f for f in faults if f["kind"] == kind]
+        times = sorted(f["answered_after"] for f in mine if "answered_after" in f)
+        found[kind] = {
+            "drawn": len(mine),
+            "hit": sum(bool(f.get("hit")) for f in mine),
+            "promoted": sum(bool(f.get("promoted")) for f in mine),
+            "answered_after": [f.get("answered_after") for f in mine],
+            "median": round(statistics.median(times), 2) if times else None,
+            "max": times[-1] if times else None,
+        }
+    return found
+
+
+def table(s: dict[str, Any]) -> str:
+    """The summary as a plain-text table."""
+    stall, out = s["longest_stall"], s["longest_stall_outside_faults"]
+    rows = [
+        ("result", "OK" if s["ok"] else "FAILED"),
+        (
+            "mode",
+            s.get("mode", "proxy")
+            + (
+                f", adds wait for {s['wait_replicas']} replica(s)" if s.get("wait_replicas") else ""
+            ),
+        ),
+        ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
+        *[
+            (
+                f"  {k}",
+                f"{v['drawn']} ({v['hit']} hit"
+                + (f", {v['in_sink']} inside foreachBatch)" if "in_sink" in v else ")"),
+            )
+            for k, v in sorted(s["faults_by_kind"].items())
+        ],
+        ("acknowledged adds", s["adds"]),
+        *(
+            [
+                ("  kept (a replica confirmed)", s["kept"]),
+                ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})"),
+            ]
+            if s.get("mode") == "sentinel"
+            else []
+        ),
+        ("lost (I1)" + (", kept adds" if s.get("mode") == "sentinel" else ""), s["lost"]),
+        ("sink calls / batches", f"{s['sink_calls']} / {s['batches']}"),
+        ("replays (differing: I3)", f"{s['replays']} ({len(s['replays_differing'])})"),
+        ("empty batches", len(s["empty_batches"])),
+        (
+            "duplicate rows",
+            f"{s['duplicate_rows']} of {s['rows']} ({100 * s['duplicate_ratio']:.2f}%)",
+        ),
+        ("stuck after drain", ", ".join(f"{k} {v}" for k, v in s["stuck"].items())),
+        ("drain", f"{s['drain_seconds']:.1f} s" + ("" if s["drained"] else " (NOT drained)")),
+        ("longest stall", "-" if not stall else f"{stall['seconds']} s at t+{stall['from']}"),
+        ("  outside faults", "-" if not out else f"{out['seconds']} s at t+{out['from']}"),
+        ("restarts", sum(s["restarts_by_cause"].values())),
+        *[(f"  {k}", v) for k, v in s["restarts_by_cause"].items()],
+    ]
+    if "failovers" in s:
+        rows.append(("failovers (promoted of drawn; s to a write: median, max)", ""))
+        rows += [
+            (
+                f"  {kind}",
+                f"{f['promoted']} of {f['drawn']}"
+                + (f"; {f['median']}, {f['max']}" if f["max"] is not None else ""),
+            )
+            for kind, f in s["failovers"].items()
+        ]
+    if "dehydrator" in s:
+        d = s["dehydrator"]
+        rows += [
+            ("parks", d["parks"]),
+            ("  lost", d["lost"]),
+            ("  released early", d["early"]),
+            ("  not in Ick", d["not_in_ick"]),
+        ]
+    rows = [(str(k) if len(str(k)) <= 60 else str(k)[:57] + "...", v) for k, v in rows]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

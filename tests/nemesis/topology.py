@@ -1,0 +1,102 @@
+"""Where the soak's Ick lives: a durable redis-server behind the fault proxy, or
+(--sentinel) a Sentinel set."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+from fault_proxy import FaultProxy
+from redis_faults import start_durable
+
+from nemesis.processes import signal_pid
+from nemesis.settings import Settings
+from pyspark_ick import connect, replication
+from pyspark_ick.testing import start_sentinels
+
+
+@dataclass
+class Target:
+    """Where the soak's Ick lives: a durable server behind the fault proxy, or (--sentinel)
+    a Sentinel set; ``client()`` makes a producer's client."""
+
+    url: str
+    direct: Any  # a client that no fault touches (the proxy's server; the set's primary)
+    client: Callable[[], Any]
+    where: str
+    servers: str  # the data nodes' settings, for the summary
+    server: Any = None
+    proxy: Any = None
+    sentinels: Any = None
+
+
+def start_target(settings: Settings, on_exit: Callable[[Callable[[], Any]], None]) -> Target:
+    """Start what the Ick lives on; ``on_exit`` takes each function that stops a part."""
+    if settings.sentinel:
+        sentinels = start_sentinels(
+            replicas=2,
+            sentinels=3,
+            args=(("--appendonly", "yes", "--appendfsync", "always") if settings.durable else ()),
+        )
+        on_exit(sentinels.stop)
+        on_exit(lambda: keep_logs(sentinels, Path(settings.out).resolve() / "logs"))
+        on_exit(
+            lambda: [
+                signal_pid(n.process.pid, signal.SIGCONT) for n in sentinels.servers if n.alive
+            ]
+        )
+        ports = {n.port for n in [*sentinels.servers, *sentinels.sentinels]}
+        assert not ports & {6379, 26379}, ports
+
+        def producer_client() -> Any:
+            """A client that follows failovers and waits for a replica after each add."""
+            client = connect(sentinels.url, timeout=2.0, retry_timeout=20.0)
+            replication.configure(client, settings.wait_replicas, settings.wait_timeout)
+            return client
+
+        nodes = ", ".join(str(n.port) for n in sentinels.servers)
+        watchers = ", ".join(str(n.port) for n in sentinels.sentinels)
+        return Target(
+            sentinels.url,
+            connect(sentinels.url, timeout=10.0),
+            producer_client,
+            f"Sentinel set: redis {nodes} (primary {sentinels.primary_port()}), "
+            f"sentinels {watchers}",
+            "start_sentinels: a primary, 2 replicas, 3 sentinels (down-after 1 s, "
+            "failover-timeout 2 s); "
+            + (
+                "appendonly yes, appendfsync always"
+                if settings.durable
+                else "nothing persisted (no AOF, no RDB: --durable for appendonly)"
+            ),
+            sentinels=sentinels,
+        )
+    server = start_durable()
+    on_exit(server.stop)
+    on_exit(lambda: server.process is not None and signal_pid(server.process.pid, signal.SIGCONT))
+    assert server.port not in (6379, 26379)
+    proxy = FaultProxy(server.port)
+    on_exit(proxy.close)
+    return Target(
+        proxy.url,
+        redis.Redis(port=server.port, socket_timeout=10),
+        lambda: redis.Redis(port=proxy.port, socket_timeout=2, socket_connect_timeout=2),
+        f"redis {server.port} behind proxy {proxy.port}",
+        "one durable redis-server (appendonly, appendfsync always)",
+        server=server,
+        proxy=proxy,
+    )
+
+
+def keep_logs(sentinels: Any, into: Path) -> None:
+    """Copy the log of every data node and sentinel (its +switch-master, +failover-state,
+    +convert-to-slave events) into ``into`` before stop() removes their directories."""
+    into.mkdir(parents=True, exist_ok=True)
+    for node in [*sentinels.servers, *sentinels.sentinels]:
+        for log in Path(node.directory or "/nonexistent").glob("*.log"):
+            shutil.copy(log, into / f"{node.port}-{log.name}")
