@@ -59,6 +59,17 @@ def holder(client: Client, lease_key: str, label: str) -> Holder | None:
     return Holder(label, text(owner), int(expires), int(idle), int(gone))
 
 
+def in_use(what: str, held: Sequence[Holder], name: str, consequence: str) -> LeaseError:
+    """The refusal of an operator's command on ``what`` while consumers hold leases:
+    who holds them and what to do first; ``consequence`` says what was (not) done."""
+    more = f" (and {len(held) - 1} more shards)" if len(held) > 1 else ""
+    return LeaseError(
+        f"{what}: {held[0]}{more}. Stop that query first (query.stop() gives its leases "
+        f"back); if it died, `pyspark-ick release {name}` hands its reservations back and "
+        f"drops its leases. {consequence}"
+    )
+
+
 def holders(client: Client, leases: Sequence[tuple[str, str]]) -> list[Holder]:
     """The holders of ``(lease key, label)`` pairs that are held now."""
     found = (holder(client, key, label) for key, label in leases)

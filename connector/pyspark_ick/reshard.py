@@ -31,8 +31,8 @@ from typing import Any, TypeVar
 
 from . import bounds, scripts
 from .clients import Client
-from .errors import IckConfigError, IckError, LeaseError, ShardCountError
-from .holds import Hold, holders
+from .errors import IckConfigError, IckError, ShardCountError
+from .holds import Hold, holders, in_use
 from .ick import Ick
 from .keys import IckKeys, check_name, check_shards, reshard_key, shard_count_key, shard_names
 from .keys import shard_of as route
@@ -112,12 +112,8 @@ class Reshard:
         try:
             busy = [h for h in holders(self.client, leases) if h.owner != OWNER]
             if busy:
-                raise LeaseError(
-                    f"{self.label} is being consumed: {busy[0]}"
-                    + (f" (and {len(busy) - 1} more shards)" if len(busy) > 1 else "")
-                    + ". Stop that query first (query.stop() gives its leases back); if it "
-                    f"died, `pyspark-ick release {self.name}` hands its reservations back and "
-                    "drops its leases. Nothing was moved"
+                raise in_use(
+                    f"{self.label} is being consumed", busy, self.name, "Nothing was moved"
                 )
             self.hold = Hold(self.client, leases, OWNER)
             self.hold.take()

@@ -9,8 +9,8 @@ import threading
 from typing import Any
 
 from ..clients import Client
-from ..errors import IckError, LeaseError
-from ..holds import holders
+from ..errors import IckError
+from ..holds import holders, in_use
 from ..keys import IckKeys, shard_names
 from ..observe import peek, server_time, stats
 from ..registry import recorded, resharding, shards_to_use
@@ -104,12 +104,12 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
         client, [(IckKeys(m).lease, f"Ick {args.name!r} shard {i}") for i, m in enumerate(masters)]
     )
     if held and not args.force:
-        raise LeaseError(
-            f"not deleted: {held[0]}"
-            + (f" (and {len(held) - 1} more shards)" if len(held) > 1 else "")
-            + ". Stop that query first (query.stop() gives its leases back); if it died, "
-            f"`pyspark-ick release {args.name}`; or pass --force to delete under it (it "
-            "goes on, on an empty Ick, and its batch in flight is lost)"
+        raise in_use(
+            "not deleted",
+            held,
+            args.name,
+            "Or pass --force to delete under it (it goes on, on an empty Ick, and its batch in "
+            "flight is lost)",
         )
     if not args.yes:
         ask(

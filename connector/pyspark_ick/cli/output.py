@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ..errors import IckError
@@ -71,64 +71,67 @@ def fmt_lease(row: dict[str, Any]) -> str:
     return owner if expires is None else f"{owner} ({expires / 1000:.1f}s)"
 
 
-def stats_table(report: dict[str, Any]) -> Any:
-    Table = _rich().table.Table
+TEXT_COLUMNS = frozenset({"key", "member", "id", "element", "lease", "lease owner", "error"})
+"""Columns shown left-aligned (the others are numbers, right-aligned)."""
+
+
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    total: Sequence[str] | None = None,
+    dimmed: Collection[int] = (),
+) -> Any:
+    """A rich table of ``rows`` (the rows of index ``dimmed`` dim: shards that do not
+    exist) and a bold ``total`` row under a rule."""
+    shown = _rich().table.Table(title=title)
+    for column in columns:
+        shown.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
+    for i, row in enumerate(rows):
+        shown.add_row(*row, style="dim" if i in dimmed else None)
+    if total is not None:
+        shown.add_section()
+        shown.add_row(*total, style="bold")
+    return shown
+
+
+def of_shards(kind: str, report: dict[str, Any]) -> str:
+    """The title of a per-shard report: "Ick docs (4 shards)"."""
     shards = report["shards"]
-    table = Table(title=f"Ick {report['name']} ({shards} shard{'s' if shards > 1 else ''})")
-    for column in (
-        "shard",
-        "key",
-        "queued",
-        "reserved",
-        "open res.",
-        "oldest score",
-        "age",
-        "lease owner",
-    ):
-        table.add_column(
-            column, justify="right" if column not in ("key", "lease owner") else "left"
-        )
-    for row in report["rows"]:
-        if not row["exists"]:
-            table.add_row(str(row["shard"]), row["key"], "-", "-", "-", "-", "-", "-", style="dim")
-            continue
-        table.add_row(
+    return f"{kind} {report['name']} ({shards} shard{'s' if shards > 1 else ''})"
+
+
+def stats_table(report: dict[str, Any]) -> Any:
+    def cells(row: dict[str, Any]) -> list[str]:
+        if not row.get("exists", True):
+            return [str(row["shard"]), row["key"], *["-"] * 6]
+        return [
             str(row["shard"]),
-            row["key"],
+            row.get("key", ""),
             str(row["queued"]),
             str(row["reserved"]),
             fmt_count(row["open_reservations"]),
             fmt_score(row["oldest_score"]),
             fmt_age(row["age_s"]),
-            fmt_lease(row),
-        )
-    table.add_section()
-    t = report["totals"]
-    table.add_row(
-        "total",
-        "",
-        str(t["queued"]),
-        str(t["reserved"]),
-        fmt_count(t["open_reservations"]),
-        fmt_score(t["oldest_score"]),
-        fmt_age(t["age_s"]),
-        "",
-        style="bold",
+            fmt_lease(row) if "lease_owner" in row else "",
+        ]
+
+    columns = ("shard", "key", "queued", "reserved", "open res.", "oldest score", "age")
+    total = cells({**report["totals"], "shard": "total"})
+    return table(
+        of_shards("Ick", report), [*columns, "lease owner"], map(cells, report["rows"]), total
     )
-    return table
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
-    Table = _rich().table.Table
-    tables = []
-    for part, rows in found.items():
-        table = Table(title=f"{part}: lowest scores")
-        for column in ("member", "score", "shard"):
-            table.add_column(column, justify="left" if column == "member" else "right")
-        for member, score, shard in rows:
-            table.add_row(member, fmt_score(score), str(shard))
-        tables.append(table)
-    return tables
+    return [
+        table(
+            f"{part}: lowest scores",
+            ("member", "score", "shard"),
+            [(member, fmt_score(score), str(shard)) for member, score, shard in rows],
+        )
+        for part, rows in found.items()
+    ]
 
 
 def fmt_ms(ms: int) -> str:
@@ -137,48 +140,32 @@ def fmt_ms(ms: int) -> str:
 
 
 def dehydrator_table(report: dict[str, Any]) -> Any:
-    Table = _rich().table.Table
-    shards = report["shards"]
-    table = Table(title=f"dehydrator {report['name']} ({shards} shard{'s' if shards > 1 else ''})")
-    heads = ("shard", "key", "parked", "due", "next due in", "open claims", "claimed", "lease")
-    for column in heads:
-        table.add_column(column, justify="left" if column in ("key", "lease") else "right")
-    for row in report["rows"]:
-        table.add_row(
+    def cells(row: dict[str, Any]) -> list[str]:
+        return [
             str(row["shard"]),
-            row["key"],
+            row.get("key", ""),
             str(row["parked"]),
             str(row["due"]),
             fmt_ms(row["next_due_ms"]),
             str(row["open_claims"]),
             str(row["claimed"]),
-            fmt_lease(row),
-        )
-    table.add_section()
-    t = report["totals"]
-    table.add_row(
-        "total",
-        "",
-        str(t["parked"]),
-        str(t["due"]),
-        fmt_ms(t["next_due_ms"]),
-        str(t["open_claims"]),
-        str(t["claimed"]),
-        "",
-        style="bold",
-    )
-    return table
+            fmt_lease(row) if "lease_owner" in row else "",
+        ]
+
+    columns = ("shard", "key", "parked", "due", "next due in", "open claims", "claimed", "lease")
+    total = cells({**report["totals"], "shard": "total"})
+    return table(of_shards("dehydrator", report), columns, map(cells, report["rows"]), total)
 
 
 def dehydrator_peek_table(name: str, rows: list[tuple[str, int, str, int]]) -> Any:
-    Table = _rich().table.Table
-    table = Table(title=f"dehydrator {name}: due first")
-    for column in ("id", "due", "element", "shard"):
-        table.add_column(column, justify="right" if column == "shard" else "left")
-    for id, due, element, shard in rows:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(due / 1000))
-        table.add_row(id, f"{when}.{due % 1000:03d}Z", element, str(shard))
-    return table
+    def when(due: int) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(due / 1000)) + f".{due % 1000:03d}Z"
+
+    return table(
+        f"dehydrator {name}: due first",
+        ("id", "due", "element", "shard"),
+        [(id, when(due), element, str(shard)) for id, due, element, shard in rows],
+    )
 
 
 def watch(show: Callable[[], Any], interval: float, json_lines: bool) -> int:

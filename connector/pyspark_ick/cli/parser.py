@@ -80,6 +80,26 @@ def duration_arg(value: str) -> int:
     return ms
 
 
+def watched(sub: argparse.ArgumentParser) -> None:
+    """``--watch [SECONDS]`` and ``--json`` (a report, again and again)."""
+    sub.add_argument(
+        "--watch",
+        nargs="?",
+        type=seconds_arg,
+        const=2.0,
+        default=None,
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 2) until Ctrl-C",
+    )
+    sub.add_argument("--json", action="store_true", help="JSON (one line per refresh)")
+
+
+def listed(sub: argparse.ArgumentParser) -> None:
+    """``-n`` and ``--json`` (the first N of a list)."""
+    sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
+    sub.add_argument("--json", action="store_true", help="JSON output")
+
+
 def build_parser() -> argparse.ArgumentParser:
     # Connection options are accepted before or after the command (SUPPRESS keeps a value
     # given before the command from being overwritten by the subcommand's default).
@@ -125,16 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command(commands, "stats", cmd_stats, "per-shard sizes, oldest score, reservations")
     sub.add_argument("name", type=name_arg, metavar="NAME")
-    sub.add_argument(
-        "--watch",
-        nargs="?",
-        type=seconds_arg,
-        const=2.0,
-        default=None,
-        metavar="SECONDS",
-        help="refresh every SECONDS (default 2) until Ctrl-C",
-    )
-    sub.add_argument("--json", action="store_true", help="JSON (one line per refresh)")
+    watched(sub)
 
     sub = command(commands, "add", cmd_add, "mark members dirty (keeps the lower score)")
     sub.add_argument("name", type=name_arg, metavar="NAME")
@@ -148,8 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = command(commands, "peek", cmd_peek, "lowest queued and reserved members (read-only)")
     sub.add_argument("name", type=name_arg, metavar="NAME")
-    sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
-    sub.add_argument("--json", action="store_true", help="JSON output")
+    listed(sub)
 
     sub = command(
         commands,
@@ -214,20 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
         dh_commands, "stats", cmd_dh_stats, "per-shard parked, due, next due time, claims, lease"
     )
     sub.add_argument("name", type=name_arg, metavar="NAME")
-    sub.add_argument(
-        "--watch",
-        nargs="?",
-        type=seconds_arg,
-        const=2.0,
-        default=None,
-        metavar="SECONDS",
-        help="refresh every SECONDS (default 2) until Ctrl-C",
-    )
-    sub.add_argument("--json", action="store_true", help="JSON (one line per refresh)")
+    watched(sub)
     sub = command(dh_commands, "peek", cmd_dh_peek, "the elements due first (read-only)")
     sub.add_argument("name", type=name_arg, metavar="NAME")
-    sub.add_argument("-n", type=positive_int, default=10, help="how many (default 10)")
-    sub.add_argument("--json", action="store_true", help="JSON output")
+    listed(sub)
     sub = command(
         dh_commands,
         "release",
