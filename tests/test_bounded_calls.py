@@ -46,6 +46,8 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "dh_claim": moves,
         "rlog_commit": lambda: arg(COMMIT),  # manifests while their sizes fit, at least one
         "log_read": lambda: arg(3),
+        "ick_range": lambda: arg(3),
+        "ick_holders": lambda: max(arg(2), len(args) - 2),  # manifests read, members sought
         "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
         "dh_take": lambda: arg(2),
         "dh_backlog": lambda: 0,
@@ -71,6 +73,8 @@ def calls(client: redis.Redis) -> Iterator[tuple[str, int, float]]:
             yield script, bound(script, keys, args), micros / 1000
         elif name == "ZSCAN":
             yield name, int(words[words.index("COUNT") + 1]), micros / 1000
+        elif name == "ZMSCORE":
+            yield name, len(words) - 2, micros / 1000
         else:
             yield name, 0, micros / 1000
 

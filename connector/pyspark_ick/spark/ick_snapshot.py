@@ -1,0 +1,107 @@
+"""``spark.read.format("ick")``: a non-destructive snapshot of both sets of every shard
+(docs/design.md §5).
+
+A read returns whichever of the columns ``member, score, shard, reservation, state`` its
+schema names (default: ick_reader.STREAM_SCHEMA; ``.schema(SNAPSHOT_SCHEMA)`` adds
+``state``, ``queued`` | ``reserved``). ``reservation`` is the open reservation holding a
+reserved member (null when queued, or reserved outside the reservation log, e.g. by a
+Ruby consumer of the gem). A member both queued and reserved (re-added in flight) is two
+rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from ..columns import utf8
+from ..errors import IckConfigError
+from ..keys import shard_names
+from ..options import ICK_READ
+from ..snapshots import Query, snapshot
+from ..values import text
+from .ick_reader import ARROW_TYPES, ROWS_PER_BATCH, ReaderOptions, arrow_schema, snapshot_columns
+
+
+@dataclass(frozen=True)
+class ShardPartition(InputPartition):
+    """One shard to read: all of it, or the members to look up (``members``)."""
+
+    shard: int
+    members: tuple[bytes, ...] | None = None
+
+
+class IckSnapshotReader(DataSourceReader):
+    """``spark.read.format("ick")``: both sets of every shard, non-destructively."""
+
+    def __init__(self, opts: ReaderOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        return [ShardPartition(i) for i in range(self.opts.shards)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardPartition)
+        key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
+        query = Query(members=partition.members, holders="reservation" in self.schema.names)
+        pset, cset, holder = snapshot(self.opts.connection.client(), key, query)
+        members = pset[0::2] + cset[0::2]
+        queued = len(pset) // 2
+        column = pa.array(members, pa.binary())
+        if not self.opts.binary:
+            column = utf8(
+                column,
+                self.opts.label(partition.shard),
+                lambda _, member: f"member {member!r}",
+                "memberType",
+            )
+        data = {
+            "score": [float(s) for s in pset[1::2]] + [float(s) for s in cset[1::2]],
+            "shard": [partition.shard] * len(members),
+            "reservation": [None] * queued + [holder.get(text(m)) for m in members[queued:]],
+            "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
+        }
+        table = pa.table(
+            {
+                f.name: column
+                if f.name == "member"
+                else pa.array(data[f.name], ARROW_TYPES[f.name])
+                for f in self.schema.fields
+            }
+        )
+        yield from table.cast(arrow_schema(self.schema)).to_batches(ROWS_PER_BATCH)
+
+
+def _check_columns(schema: StructType, binary: bool) -> None:
+    columns = snapshot_columns(binary)
+    for f in schema.fields:
+        expected = columns.get(f.name)
+        if expected is None:
+            raise IckConfigError(
+                f"format('ick') read: column {f.name!r} is not one of " + ", ".join(columns)
+            )
+        if f.dataType != expected:
+            raise IckConfigError(
+                f"format('ick') read: column {f.name!r} must be {expected.simpleString()}"
+                + (
+                    f" (option memberType={'binary' if binary else 'string'})"
+                    if f.name == "member"
+                    else ""
+                )
+                + f", got {f.dataType.simpleString()}"
+            )
+
+
+def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
+    """The snapshot reader; ``schema`` picks the columns (see the module docstring)."""
+    opts = ReaderOptions.parse(options, ICK_READ)
+    _check_columns(schema, opts.binary)
+    reader = IckSnapshotReader(opts, schema)
+    opts.sharded().check_shards()
+    return reader
