@@ -6,7 +6,10 @@ schema names (default: ick_reader.STREAM_SCHEMA; ``.schema(SNAPSHOT_SCHEMA)`` ad
 ``state``, ``queued`` | ``reserved``). ``reservation`` is the open reservation holding a
 reserved member (null when queued, or reserved outside the reservation log, e.g. by a
 Ruby consumer of the gem). A member both queued and reserved (re-added in flight) is two
-rows.
+rows. With Spark's filter pushdown on (pyspark 4.1+,
+``spark.sql.python.filterPushdown.enabled``), the filters of ick_filters.py are answered
+by Redis: only the shards that can hold a row are read, members are looked up, score
+ranges read by range; the rows are the same as without pushdown.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from ..columns import utf8
 from ..errors import IckConfigError
 from ..keys import shard_names
 from ..options import ICK_READ
-from ..snapshots import Query, snapshot
+from ..snapshots import snapshot
 from ..values import text
+from .compat import QuietPushdown
+from .ick_filters import Selection, push
 from .ick_reader import ARROW_TYPES, ROWS_PER_BATCH, ReaderOptions, arrow_schema, snapshot_columns
 
 
@@ -42,14 +47,24 @@ class IckSnapshotReader(DataSourceReader):
     def __init__(self, opts: ReaderOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
+        self.selection = Selection()
+
+    def push_filters(self, filters: list[Any]) -> list[Any]:
+        """Keep the filters Redis can answer (ick_filters.py); the others go back to Spark."""
+        self.selection, rest = push(filters, self.opts.binary, self.opts.shards)
+        return rest
+
+    pushFilters = QuietPushdown(push_filters)
 
     def partitions(self) -> list[InputPartition]:
-        return [ShardPartition(i) for i in range(self.opts.shards)]
+        plan = self.selection.plan(self.opts.shards)
+        # no shard to read: one partition reading nothing (Spark would make one anyway)
+        return [ShardPartition(i, members) for i, members in plan] or [ShardPartition(0, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
         key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
-        query = Query(members=partition.members, holders="reservation" in self.schema.names)
+        query = self.selection.query(partition.members, "reservation" in self.schema.names)
         pset, cset, holder = snapshot(self.opts.connection.client(), key, query)
         members = pset[0::2] + cset[0::2]
         queued = len(pset) // 2
