@@ -7,7 +7,9 @@ killed twice and restarted from its checkpoint in the same JVM (the source's pro
 after_reserve, then foreachBatch after its sink wrote batch 1), every member delivered and
 the replayed batch delivering exactly the same rows; Trigger.AvailableNow over a backlog
 larger than the cap; the dehydrator's streaming sink (a timestamp column) and its stream
-source. It prints one JSON line of what it saw and exits non-zero on the first failure.
+source; a filtered snapshot read with Spark's filter pushdown off and on (the same rows;
+Redis answering the filters on 4.1+). It prints one JSON line of what it saw and exits
+non-zero on the first failure.
 """
 
 from __future__ import annotations
@@ -219,5 +221,36 @@ check(
     "due times as written (the releaseAt timestamps, in UTC)",
 )
 check(parked.size() == 0, "the dehydrator is empty")
+
+# --- a filtered snapshot read: Redis answers the filters where pyspark pushes them ------
+PUSHDOWN = hasattr(pyspark.sql.datasource, "EqualTo")  # filter pushdown: pyspark 4.1+
+ick.add({f"s{i:03d}": float(i) for i in range(500)})
+
+
+def snapshot(where: str, pushdown: str) -> tuple[list[tuple[str, float]], int]:
+    """The rows of a filtered snapshot read, and the bytes Redis sent for them."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", pushdown)
+    before = int(client.info("stats")["total_net_output_bytes"])
+    got = (
+        spark.read.format("ick")
+        .option("redis.url", URL)
+        .option("ick", "v")
+        .option("shards", SHARDS)
+        .load()
+        .where(where)
+        .collect()
+    )
+    sent = int(client.info("stats")["total_net_output_bytes"]) - before
+    return sorted((r.member, r.score) for r in got), sent
+
+
+seen["filtered_read"] = {"pushdown": PUSHDOWN}
+for where in ("member = 's007'", "score >= 10 AND score < 13", "shard = 1 AND score < 20"):
+    off, off_bytes = snapshot(where, "false")  # the default: everything read, Spark filters
+    on, on_bytes = snapshot(where, "true")
+    seen["filtered_read"][where] = {"rows": len(on), "bytes": [off_bytes, on_bytes]}
+    check(on == off, f"{where}: the same rows with pushdown on and off")
+    check(not PUSHDOWN or on_bytes < off_bytes / 2, f"{where}: Redis answered it (4.1+)")
+check(snapshot("member = 's007'", "true")[0] == [("s007", 7.0)], "the lookup found its member")
 print(json.dumps(seen), flush=True)
 spark.stop()

@@ -18,11 +18,14 @@ from typing import Any
 
 import pytest
 import redis
+from pyspark.sql.functions import col
 from support import stream
 
 from pyspark_ick import Dehydrator, ShardedIck, bounds, lua
 from pyspark_ick.bounds import KEYS_PER_CALL
 from pyspark_ick.numbered_log import COMMIT_ARGV, RESERVE_ARGV
+from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.spark.ick_reader import SNAPSHOT_SCHEMA
 
 PER_CALL = bounds.ITEMS_PER_CALL
 LIMIT, MOVES = RESERVE_ARGV.index("limit") + 1, RESERVE_ARGV.index("per_call") + 1
@@ -50,6 +53,8 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "dh_claim": moves,
         "rlog_commit": lambda: arg(COMMIT),  # manifests while their sizes fit, at least one
         "log_read": lambda: arg(3),
+        "ick_range": lambda: arg(3),
+        "ick_holders": lambda: max(arg(2), len(args) - 2),  # manifests read, members sought
         "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
         "dh_take": lambda: arg(2),
         "dh_backlog": lambda: 0,
@@ -79,6 +84,8 @@ def calls(client: redis.Redis) -> Iterator[tuple[str, int, float]]:
             yield script, bound(script, keys, args), micros / 1000
         elif name == "ZSCAN":
             yield name, int(words[words.index("COUNT") + 1]), micros / 1000
+        elif name == "ZMSCORE":
+            yield name, len(words) - 2, micros / 1000
         else:
             yield name, 0, micros / 1000
 
@@ -146,6 +153,29 @@ def test_a_snapshot_read_pages(spark, redis_url, client, logged):
     rows = spark.read.format("ick").option("redis.url", redis_url).option("ick", "snap").load()
     assert rows.count() == n
     assert check(logged)["ZSCAN"] >= 2
+
+
+def test_filtered_snapshot_reads_are_bounded_calls(spark, redis_url, client, logged):
+    n = 30_000
+    ShardedIck(client, "picked").add_pairs(
+        [f"doc:{i}" for i in range(n)], [float(i) for i in range(n)]
+    )
+    log = ReservationLog(client, "picked")
+    log.reserve(1500, 0, log.lease.acquire("t", 60_000))
+    reader = spark.read.format("ick").option("redis.url", redis_url).option("ick", "picked")
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        logged.slowlog_reset()
+        wanted = [f"doc:{i}" for i in range(0, 2 * n, 12)]  # half of them in the Ick
+        assert reader.load().where(col("member").isin(wanted)).count() == n // 12
+        assert reader.load().where("score >= 1000 AND score < 6000").count() == 5000
+        assert reader.load().where("member = 'doc:7'").collect()[0].reservation == 1
+        assert reader.schema(SNAPSHOT_SCHEMA).load().where("state = 'reserved'").count() == 1500
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+    seen = check(logged)
+    assert seen["ZMSCORE"] >= 2 * 5 and seen["ick_range"] >= 5 and seen["ick_holders"] >= 1
+    assert seen["ZSCAN"] >= 2  # the reserved ones: the cset only
 
 
 def test_a_dehydrator_release_is_many_bounded_calls(spark, redis_url, client, logged, tmp_path):

@@ -19,7 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from pyspark_ick import Ick, IckScriptError, LeaseError, bounds
 from pyspark_ick.errors import LeaseBusy
-from pyspark_ick.reservations import ReservationLog, describe, snapshot
+from pyspark_ick.reservations import ReservationLog, describe
+from pyspark_ick.snapshots import snapshot
 from pyspark_ick.testing import wait_until
 from pyspark_ick.values import pairs, text
 

@@ -6,7 +6,8 @@ pset; the cset holds the union of the open ones. ``commit(n)`` closes every rese
 ``<= n``; a member re-added while in flight was reserved again later and stays in the cset
 until that later reservation is committed too (the ``held`` hash counts such extra
 holders). The shard's ``rlog`` hash keeps the log's counters and ``repeated``: the last
-reservation that holds a member an earlier open one holds too.
+reservation that holds a member an earlier open one holds too. (What a snapshot reads of
+a shard: snapshots.py.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from . import bounds, scripts
+from . import scripts
 from .clients import Client
 from .ick import Ick
 from .keys import IckKeys, check_name
@@ -89,45 +90,3 @@ def describe(client: Client, master_key: str) -> dict[str, Any]:
         "lease_owner": owner or None,
         "lease_expires_in_ms": None if expires < 0 else expires,
     }
-
-
-def snapshot(client: Client, master_key: str) -> tuple[list[Any], list[Any], dict[str, int]]:
-    """Non-destructive view of Ick shard ``master_key``: (pset flat, cset flat,
-    member -> highest open reservation holding it), read in bounded calls.
-
-    Paged, not atomic: a member queued or reserved for the whole read appears once; one
-    reserved during the read appears as queued or as reserved (the pset is read first),
-    unless it was committed too before the cset was read; adds during the read may show.
-    """
-    k = IckKeys(check_name(master_key))
-    what = f"Ick {master_key!r}"
-    if Ick(client, master_key).stats() is None:  # checks the version flag
-        return [], [], {}
-    pset, cset = scan_sorted_set(client, k.pset, what), scan_sorted_set(client, k.cset, what)
-    holder: dict[str, int] = {}
-    reserved, committed = ReservationLog(client, master_key).counters()
-    for r in range(committed + 1, reserved + 1):
-        members = scripts.command(
-            client, partial(client.lrange, k.reservation(r), 0, -1), what=what
-        )  # at most ITEMS_PER_CALL members
-        for member in members[0::2]:
-            holder[text(member)] = r
-    return pset, cset, holder
-
-
-def scan_sorted_set(client: Client, key: str, what: str) -> list[Any]:
-    """``[member, score, ...]`` of sorted set ``key`` by score, read with ZSCAN pages of
-    about ``bounds.ITEMS_PER_CALL`` (each member once)."""
-    found: dict[Any, float] = {}
-    cursor = 0
-    while True:
-        cursor, page = scripts.command(
-            client, partial(client.zscan, key, cursor, count=bounds.ITEMS_PER_CALL), what=what
-        )
-        found.update(page)
-        if int(cursor) == 0:
-            break
-    flat: list[Any] = []
-    for member, score in sorted(found.items(), key=lambda item: (item[1], item[0])):
-        flat += (member, score)
-    return flat

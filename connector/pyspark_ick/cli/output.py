@@ -101,26 +101,49 @@ def of_shards(kind: str, report: dict[str, Any]) -> str:
     return f"{kind} {report['name']} ({shards} shard{'s' if shards > 1 else ''})"
 
 
-def stats_table(report: dict[str, Any]) -> Any:
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+"""A column of a per-shard report: its heading and how a row (or the totals) shows in it."""
+
+
+def field(name: str, fmt: Callable[[Any], str] = str) -> Callable[[dict[str, Any]], str]:
+    """A report's column showing ``fmt(row[name])`` ("" where the row has no such field)."""
+    return lambda row: fmt(row[name]) if name in row else ""
+
+
+def shard_report(kind: str, report: dict[str, Any], columns: Sequence[Column]) -> Any:
+    """A per-shard report as a table: a row per shard (dim when it does not exist), then
+    the totals."""
+
     def cells(row: dict[str, Any]) -> list[str]:
         if not row.get("exists", True):
-            return [str(row["shard"]), row["key"], *["-"] * 6]
-        return [
-            str(row["shard"]),
-            row.get("key", ""),
-            str(row["queued"]),
-            str(row["reserved"]),
-            fmt_count(row["open_reservations"]),
-            fmt_score(row["oldest_score"]),
-            fmt_age(row["age_s"]),
-            fmt_lease(row) if "lease_owner" in row else "",
-        ]
+            return [str(row["shard"]), row["key"], *["-"] * (len(columns) - 2)]
+        return [show(row) for _, show in columns]
 
-    columns = ("shard", "key", "queued", "reserved", "open res.", "oldest score", "age")
+    missing = [i for i, row in enumerate(report["rows"]) if not row.get("exists", True)]
     total = cells({**report["totals"], "shard": "total"})
-    return table(
-        of_shards("Ick", report), [*columns, "lease owner"], map(cells, report["rows"]), total
-    )
+    headings = [name for name, _ in columns]
+    return table(of_shards(kind, report), headings, map(cells, report["rows"]), total, missing)
+
+
+def lease_of(row: dict[str, Any]) -> str:
+    return fmt_lease(row) if "lease_owner" in row else ""
+
+
+SHARD = (("shard", field("shard")), ("key", field("key")))
+"""The first columns of every per-shard report."""
+
+ICK_STATS: tuple[Column, ...] = (
+    *SHARD,
+    *((name, field(name)) for name in ("queued", "reserved")),
+    ("open res.", field("open_reservations", fmt_count)),
+    ("oldest score", field("oldest_score", fmt_score)),
+    ("age", field("age_s", fmt_age)),
+    ("lease owner", lease_of),
+)
+
+
+def stats_table(report: dict[str, Any]) -> Any:
+    return shard_report("Ick", report, ICK_STATS)
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
@@ -139,22 +162,17 @@ def fmt_ms(ms: int) -> str:
     return "-" if ms < 0 else fmt_age(ms / 1000)
 
 
-def dehydrator_table(report: dict[str, Any]) -> Any:
-    def cells(row: dict[str, Any]) -> list[str]:
-        return [
-            str(row["shard"]),
-            row.get("key", ""),
-            str(row["parked"]),
-            str(row["due"]),
-            fmt_ms(row["next_due_ms"]),
-            str(row["open_claims"]),
-            str(row["claimed"]),
-            fmt_lease(row) if "lease_owner" in row else "",
-        ]
+DEHYDRATOR_STATS: tuple[Column, ...] = (
+    *SHARD,
+    *((name, field(name)) for name in ("parked", "due")),
+    ("next due in", field("next_due_ms", fmt_ms)),
+    *((name.replace("_", " "), field(name)) for name in ("open_claims", "claimed")),
+    ("lease", lease_of),
+)
 
-    columns = ("shard", "key", "parked", "due", "next due in", "open claims", "claimed", "lease")
-    total = cells({**report["totals"], "shard": "total"})
-    return table(of_shards("dehydrator", report), columns, map(cells, report["rows"]), total)
+
+def dehydrator_table(report: dict[str, Any]) -> Any:
+    return shard_report("dehydrator", report, DEHYDRATOR_STATS)
 
 
 def dehydrator_peek_table(name: str, rows: list[tuple[str, int, str, int]]) -> Any:

@@ -138,17 +138,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(parent: Any, name: str, run: Any, help: str) -> argparse.ArgumentParser:
+    def command(
+        parent: Any, name: str, run: Any, help: str, named: bool = True
+    ) -> argparse.ArgumentParser:
+        """A subcommand (with the Ick's or dehydrator's NAME unless ``named`` is false)."""
         sub = parent.add_parser(name, parents=[common, shards], help=help, description=help)
         sub.set_defaults(run=run)
+        if named:
+            sub.add_argument("name", type=name_arg, metavar="NAME")
         return sub
 
     sub = command(commands, "stats", cmd_stats, "per-shard sizes, oldest score, reservations")
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     watched(sub)
 
     sub = command(commands, "add", cmd_add, "mark members dirty (keeps the lower score)")
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("members", nargs="+", metavar="MEMBER")
     sub.add_argument(
         "--score",
@@ -158,7 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub = command(commands, "peek", cmd_peek, "lowest queued and reserved members (read-only)")
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     listed(sub)
 
     sub = command(
@@ -166,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "metrics",
         cmd_metrics,
         "serve Prometheus metrics of every Ick and dehydrator at /metrics",
+        named=False,
     )
     sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
     sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
@@ -177,7 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
         "delete an Ick, every shard and its bookkeeping (refused while a consumer holds a "
         "lease; the leases stay)",
     )
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     sub.add_argument(
         "--force",
@@ -192,7 +194,6 @@ def build_parser() -> argparse.ArgumentParser:
         "move every member to its shard under a new shard count (stop its queries and the "
         "producers that do not read the recorded count first)",
     )
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("--to", type=shards_arg, required=True, metavar="N", help="new shard count")
     sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
@@ -202,7 +203,6 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_release,
         "hand a dead query's reservations back to the queue and drop its leases",
     )
-    sub.add_argument("name", type=name_arg, metavar="NAME")
 
     dh = commands.add_parser(
         "dehydrator",
@@ -216,27 +216,17 @@ def build_parser() -> argparse.ArgumentParser:
         ("pull", cmd_pull, "remove ID and show its element"),
     ):
         sub = command(dh_commands, name, run, help)
-        sub.add_argument("name", type=name_arg, metavar="NAME")
         sub.add_argument("id", metavar="ID")
     sub = command(dh_commands, "ttn", cmd_ttn, "ms to the next release (0: one is due, -1: empty)")
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     sub = command(
         dh_commands, "stats", cmd_dh_stats, "per-shard parked, due, next due time, claims, lease"
     )
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     watched(sub)
     sub = command(dh_commands, "peek", cmd_dh_peek, "the elements due first (read-only)")
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     listed(sub)
-    sub = command(
-        dh_commands,
-        "release",
-        cmd_dh_release,
-        "drop a dead query's leases (its open claims stay: the next query delivers them)",
-    )
-    sub.add_argument("name", type=name_arg, metavar="NAME")
+    help = "drop a dead query's leases (its open claims stay: the next query delivers them)"
+    sub = command(dh_commands, "release", cmd_dh_release, help)
     sub = command(dh_commands, "push", cmd_push, "park ELEMENT under ID until TTL has passed")
-    sub.add_argument("name", type=name_arg, metavar="NAME")
     sub.add_argument("id", metavar="ID")
     sub.add_argument("element", metavar="ELEMENT")
     sub.add_argument(

@@ -10,18 +10,23 @@ once here with the fallbacks.
   Rows: ``StreamWriterBase`` is then ``DataSourceStreamWriter`` and ``arrow_from_rows``
   turns the Rows back into Arrow batches of the DataFrame's schema.
 - ``DataSourceArrowWriter`` (batch) is in every release from 4.0.
+- Filter pushdown (``DataSourceReader.pushFilters``, the ``Filter`` classes) is pyspark
+  4.1+; 4.0 never pushes a filter, and the fallback classes below are never made. Spark
+  4.1+ refuses a reader that has its own ``pushFilters`` while
+  ``spark.sql.python.filterPushdown.enabled`` is false (the default): ``QuietPushdown``
+  lets such a read go on without pushdown instead.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceStreamWriter
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamWriter
 from pyspark.sql.types import ArrayType, MapType, StructType, TimestampType
 
 
@@ -105,3 +110,62 @@ def arrow_from_rows(
 def _utc(value: dt.datetime | None) -> dt.datetime | None:
     """A Row's timestamp (naive, in the local time zone) as an aware UTC time."""
     return None if value is None else value.astimezone(dt.timezone.utc)
+
+
+# --- filter pushdown (pyspark 4.1+) ------------------------------------------------------
+
+
+class _NeverPushed:
+    """Stands for every filter class on pyspark 4.0, which never pushes a filter."""
+
+
+try:
+    from pyspark.sql.datasource import (
+        EqualNullSafe,
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        IsNotNull,
+        IsNull,
+        LessThan,
+        LessThanOrEqual,
+        Not,
+    )
+
+    FILTER_PUSHDOWN = True
+except ImportError:  # pyspark 4.0
+    EqualTo = EqualNullSafe = In = _NeverPushed  # type: ignore[assignment,misc]
+    IsNull = IsNotNull = Not = _NeverPushed  # type: ignore[assignment,misc]
+    GreaterThan = GreaterThanOrEqual = _NeverPushed  # type: ignore[assignment,misc]
+    LessThan = LessThanOrEqual = _NeverPushed  # type: ignore[assignment,misc]
+    FILTER_PUSHDOWN = False
+
+Push = Callable[[Any, list[Any]], Iterable[Any]]
+
+
+class QuietPushdown:
+    """``pushFilters`` of a reader whose pushed filters keep the rows Spark would keep
+    itself, so a read with ``spark.sql.python.filterPushdown.enabled`` false (Spark then
+    never calls it) goes on without pushdown instead of failing.
+
+    Spark 4.1+ fails such a read when ``reader.pushFilters.__func__`` is not
+    ``DataSourceReader.pushFilters``: the method this descriptor hands out says it is,
+    and runs the decorated function when Spark calls it (pushdown enabled).
+    """
+
+    def __init__(self, push: Push) -> None:
+        self.push = push
+
+    def __get__(self, reader: Any, owner: type | None = None) -> Any:
+        return self if reader is None else _QuietMethod(self.push, reader)
+
+
+class _QuietMethod:
+    def __init__(self, push: Push, reader: Any) -> None:
+        self.__func__ = getattr(DataSourceReader, "pushFilters", None)  # what Spark checks
+        self.__self__ = reader
+        self.push = push
+
+    def __call__(self, filters: list[Any]) -> Iterable[Any]:
+        return self.push(self.__self__, filters)

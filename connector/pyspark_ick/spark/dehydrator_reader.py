@@ -74,22 +74,31 @@ def id_type(opts: Options) -> str:
 
 
 @dataclass(frozen=True)
-class SourceOptions(StreamOptions):
-    """The options of readStream.format("dehydrator"), validated on the driver."""
+class DehydratorRead:
+    """What every read of a dehydrator takes from its options: which dehydrator, and
+    whether elements (elementType) and ids (idType) are binary."""
 
     dehydrator: str
-    binary: bool  # elementType=binary
-    binary_id: bool  # idType=binary
+    binary: bool
+    binary_id: bool
+
+    @staticmethod
+    def fields(o: Options) -> dict[str, Any]:
+        return {
+            "dehydrator": o.get("dehydrator"),
+            "binary": element_type(o) == "binary",
+            "binary_id": id_type(o) == "binary",
+        }
+
+
+@dataclass(frozen=True)
+class SourceOptions(StreamOptions, DehydratorRead):
+    """The options of readStream.format("dehydrator"), validated on the driver."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
         o = Options(raw, FORMAT, DH_STREAM)
-        return cls(
-            **StreamOptions.common(o, "Elements"),
-            dehydrator=o.get("dehydrator"),
-            binary=element_type(o) == "binary",
-            binary_id=id_type(o) == "binary",
-        )
+        return cls(**StreamOptions.common(o, "Elements"), **DehydratorRead.fields(o))
 
     def target(self) -> Dehydrator:
         return Dehydrator(

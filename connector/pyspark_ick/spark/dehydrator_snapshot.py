@@ -33,12 +33,11 @@ from pyspark.sql.types import (
 from ..connection import ConnectionSpec
 from ..dehydrator import Dehydrator
 from ..dehydrator_view import Element, claimed, parked
-from ..errors import IckConfigError
 from ..keys import DehydratorKeys, shard_names
 from ..options import DH_READ, Options
 from ..values import text
-from .dehydrator_reader import FORMAT, ROWS_PER_BATCH, id_array
-from .ick_reader import ShardPartition
+from .batch import ShardPartition, check_columns
+from .dehydrator_reader import FORMAT, ROWS_PER_BATCH, DehydratorRead, id_array
 
 STATES = ("parked", "claimed")
 
@@ -55,25 +54,16 @@ def columns(binary: bool, binary_id: bool) -> dict[str, DataType]:
 
 
 @dataclass(frozen=True)
-class SnapshotOptions:
+class SnapshotOptions(DehydratorRead):
     """The options of ``spark.read.format("dehydrator")``, validated on the driver."""
 
     connection: ConnectionSpec
-    dehydrator: str
     shards: int
-    binary: bool  # elementType=binary
-    binary_id: bool  # idType=binary
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SnapshotOptions:
         o = Options(raw, FORMAT, DH_READ)
-        return cls(
-            o.connection(),
-            o.get("dehydrator"),
-            o.get("shards"),
-            o.get("elementType") == "binary",
-            o.get("idType") == "binary",
-        )
+        return cls(connection=o.connection(), shards=o.get("shards"), **DehydratorRead.fields(o))
 
     def label(self, shard: int) -> str:
         return f"dehydrator {self.dehydrator!r} shard {shard}"
@@ -136,27 +126,11 @@ def element_text(raw: pa.Array, ids: Sequence[str], label: str) -> pa.Array:
     return utf8(raw, label, lambda i, _: f"the element of id {ids[i]!r}", "elementType")
 
 
-def check_columns(schema: StructType, binary: bool, binary_id: bool) -> None:
-    known = columns(binary, binary_id)
-    for f in schema.fields:
-        expected = known.get(f.name)
-        if expected is None:
-            raise IckConfigError(
-                f"format('dehydrator') read: column {f.name!r} is not one of " + ", ".join(known)
-            )
-        if f.dataType != expected:
-            option = {"id": " (option idType)", "element": " (option elementType)"}
-            raise IckConfigError(
-                f"format('dehydrator') read: column {f.name!r} must be "
-                f"{expected.simpleString()}{option.get(f.name, '')}, got "
-                f"{f.dataType.simpleString()}"
-            )
-
-
 def batch_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorSnapshotReader:
     """The snapshot reader: options and schema checked, the shard count too (recording
     nothing: a read does not write)."""
     opts = SnapshotOptions.parse(options)
-    check_columns(schema, opts.binary, opts.binary_id)
+    hints = {"id": "idType", "element": "elementType"}
+    check_columns("dehydrator", schema, columns(opts.binary, opts.binary_id), hints)
     Dehydrator(opts.connection.client(), opts.dehydrator, opts.shards).check_shards(record=False)
     return DehydratorSnapshotReader(opts, schema)

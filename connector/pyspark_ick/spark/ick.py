@@ -1,7 +1,7 @@
 """DataSource "ick": batch and streaming writer, batch snapshot reader, stream reader.
 
-The classes doing the work live in ick_writer.py and ick_reader.py; this module only
-wires them to Spark's DataSource entry points.
+The classes doing the work live in ick_writer.py, ick_reader.py and ick_snapshot.py;
+this module only wires them to Spark's DataSource entry points.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class DefaultSource(DataSource):
         return stream_writer(self.options, schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from .ick_reader import batch_reader
+        from .ick_snapshot import batch_reader
 
         require_options(self.options, "ick")
         return batch_reader(self.options, schema)

@@ -1,5 +1,5 @@
-"""Readers of format("ick"): the stream reader (reservations as micro-batches) and a batch
-snapshot reader.
+"""Readers of format("ick"): the stream reader (reservations as micro-batches), and the
+columns and options of both readers.
 
 ``spark.readStream.format("ick")`` yields ``member string, score double, shard int,
 reservation long`` (STREAM_SCHEMA; ``member binary`` with option ``memberType=binary``:
@@ -7,13 +7,10 @@ members are binary-safe Redis strings, and one that is not UTF-8 fails a string 
 naming it, before anything of its batch is committed); the protocol is the generic one of
 source.py over the reservation log of reservations.py.
 
-``spark.read.format("ick")`` is a non-destructive snapshot of both sets. Spark asks the
-data source for its schema without saying whether it reads a batch or a stream, so the
-default schema is STREAM_SCHEMA; a batch read returns whichever of the columns
-``member, score, shard, reservation, state`` the schema names: pass
-``.schema(SNAPSHOT_SCHEMA)`` for the ``state`` column (``queued`` | ``reserved``).
-``reservation`` is the open reservation holding a reserved member (null when queued, or
-reserved outside the reservation log, e.g. by a Ruby consumer of the gem).
+``spark.read.format("ick")`` is a non-destructive snapshot of both sets (ick_snapshot.py).
+Spark asks the data source for its schema without saying whether it reads a batch or a
+stream, so the default schema is STREAM_SCHEMA; a batch read returns whichever of the
+columns ``member, score, shard, reservation, state`` (SNAPSHOT_SCHEMA) the schema names.
 
 Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
 ``memberType`` (``string`` | ``binary``),
@@ -30,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import (
     BinaryType,
     DataType,
@@ -46,10 +43,9 @@ from ..columns import utf8
 from ..errors import IckConfigError, ShardCountError
 from ..keys import shard_names
 from ..observe import age, server_time
-from ..options import ICK_READ, ICK_STREAM, Options
-from ..reservations import ReservationLog, snapshot
+from ..options import ICK_STREAM, Options
+from ..reservations import ReservationLog
 from ..sharded import ShardedIck
-from ..values import text
 from .source import Offset, ReservationStreamReader, StreamOptions
 
 
@@ -259,81 +255,6 @@ class IckStreamReader(ReservationStreamReader):
             "reservations the reshard put back into the queue: start the query with a new "
             "checkpointLocation (it delivers them)"
         )
-
-
-@dataclass(frozen=True)
-class ShardPartition(InputPartition):
-    shard: int
-
-
-class IckSnapshotReader(DataSourceReader):
-    """``spark.read.format("ick")``: both sets of every shard, non-destructively."""
-
-    def __init__(self, opts: ReaderOptions, schema: StructType) -> None:
-        self.opts = opts
-        self.schema = schema
-
-    def partitions(self) -> list[InputPartition]:
-        return [ShardPartition(i) for i in range(self.opts.shards)]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, ShardPartition)
-        key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
-        pset, cset, holder = snapshot(self.opts.connection.client(), key)
-        members = pset[0::2] + cset[0::2]
-        queued = len(pset) // 2
-        column = pa.array(members, pa.binary())
-        if not self.opts.binary:
-            column = utf8(
-                column,
-                self.opts.label(partition.shard),
-                lambda _, member: f"member {member!r}",
-                "memberType",
-            )
-        data = {
-            "score": [float(s) for s in pset[1::2]] + [float(s) for s in cset[1::2]],
-            "shard": [partition.shard] * len(members),
-            "reservation": [None] * queued + [holder.get(text(m)) for m in members[queued:]],
-            "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
-        }
-        table = pa.table(
-            {
-                f.name: column
-                if f.name == "member"
-                else pa.array(data[f.name], ARROW_TYPES[f.name])
-                for f in self.schema.fields
-            }
-        )
-        yield from table.cast(arrow_schema(self.schema)).to_batches(ROWS_PER_BATCH)
-
-
-def _check_columns(schema: StructType, binary: bool) -> None:
-    columns = snapshot_columns(binary)
-    for f in schema.fields:
-        expected = columns.get(f.name)
-        if expected is None:
-            raise IckConfigError(
-                f"format('ick') read: column {f.name!r} is not one of " + ", ".join(columns)
-            )
-        if f.dataType != expected:
-            raise IckConfigError(
-                f"format('ick') read: column {f.name!r} must be {expected.simpleString()}"
-                + (
-                    f" (option memberType={'binary' if binary else 'string'})"
-                    if f.name == "member"
-                    else ""
-                )
-                + f", got {f.dataType.simpleString()}"
-            )
-
-
-def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
-    """The snapshot reader; ``schema`` picks the columns (see the module docstring)."""
-    opts = ReaderOptions.parse(options, ICK_READ)
-    _check_columns(schema, opts.binary)
-    reader = IckSnapshotReader(opts, schema)
-    opts.sharded().check_shards()
-    return reader
 
 
 def stream_reader(options: Any, schema: StructType) -> IckStreamReader:
