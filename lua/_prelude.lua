@@ -142,3 +142,77 @@ local function open_size(log, after, head)
   end
   return n
 end
+
+-- attempts_of(record): the failed attempts that an attempt record holds: records are
+-- "<attempts> <failed_at_ms> <score> <error>" (an Ick's attempts and deadinfo hashes);
+-- 0 for nil
+local function attempts_of(record)
+  return record and tonumber(string.match(record, '^(%d+) ')) or 0
+end
+
+-- policy_of(arg): a RetryPolicy's ARGV ("<max attempts> <first backoff ms> <longest
+-- backoff ms> <jitter seed>", retries.RetryPolicy.arg) as {max, base_ms, cap_ms, seed};
+-- its defaults for nil
+local function policy_of(arg)
+  local max, base, cap, seed = string.match(arg or '', '^(%d+) (%d+) (%d+) (%S*)$')
+  return {max = tonumber(max or 25), base_ms = tonumber(base or 1000),
+          cap_ms = tonumber(cap or 3600000), seed = seed or ''}
+end
+
+-- fail_member(keys, member, score, err, policy): one more failed attempt of member, whose
+-- delivery with score failed with err: a retry after a backoff that grows with its
+-- attempts (exponential, half of it jitter), or a dead letter once policy.max failed.
+-- keys: {retry zset, attempts hash, dead zset, deadinfo hash}; policy: policy_of's.
+-- Returns 'retry' or 'dead'.
+local function fail_member(keys, member, score, err, policy)
+  local retry, attempts, dead, deadinfo = keys[1], keys[2], keys[3], keys[4]
+  local n = attempts_of(redis.call('HGET', attempts, member)) + 1
+  local now = time_ms(nil)
+  local record = n .. ' ' .. now .. ' ' .. score .. ' ' .. err
+  if n >= policy.max then
+    redis.call('ZADD', dead, now, member)
+    redis.call('HSET', deadinfo, member, record)
+    redis.call('HDEL', attempts, member)
+    redis.call('ZREM', retry, member)
+    return 'dead'
+  end
+  local delay = math.min(policy.cap_ms, policy.base_ms * 2 ^ (n - 1))
+  local jitter = tonumber(string.sub(redis.sha1hex(policy.seed .. member), 1, 8), 16)
+  redis.call('ZADD', retry, now + math.floor(delay / 2 + delay / 2 * jitter / 4294967296),
+             member)
+  redis.call('HSET', attempts, member, record)
+  return 'retry'
+end
+
+-- release_due(retry, attempts, pset, now, n): move at most n members whose retry is due by
+-- now (ms) from the retry zset back into the pset, with the score of their failed
+-- delivery (lower score wins; the time now without a record). Returns how many.
+local function release_due(retry, attempts, pset, now, n)
+  if n <= 0 or redis.call('EXISTS', retry) == 0 then return 0 end
+  local due = redis.call('ZRANGE', retry, '-inf', now, 'BYSCORE', 'LIMIT', 0, n)
+  if #due == 0 then return 0 end
+  local records = redis.call('HMGET', attempts, unpack(due))
+  local flat = {}
+  for i, member in ipairs(due) do
+    local score = records[i] and string.match(records[i], '^%d+ %d+ (%S+)')
+    flat[2 * i - 1], flat[2 * i] = score or tostring(now / 1000), member
+  end
+  zadd_lt(pset, flat, 1, #flat)
+  zrem_all(retry, due, 1, #due)
+  return #due
+end
+
+-- forget_attempts(retry, attempts, list): the members of list were delivered and done:
+-- their attempt records and pending retries go (nothing to do when neither key exists)
+local function forget_attempts(retry, attempts, list)
+  if #list == 0 then return end
+  if redis.call('EXISTS', attempts) == 1 then call_chunked('HDEL', attempts, list, 1, #list) end
+  if redis.call('EXISTS', retry) == 1 then zrem_all(retry, list, 1, #list) end
+end
+
+-- delivery_of(log, n): the deliveries counted for manifest n of a log hash (its dlv:<n>
+-- field: "<deliveries> <token>"), 0 before the first read
+local function delivery_of(log, n)
+  local field = redis.call('HGET', log, 'dlv:' .. n)
+  return field and tonumber(string.match(field, '^(%d+)')) or 0
+end

@@ -1,7 +1,7 @@
 -- dh_commit: delete the claims after the last committed one, through ARGV[1] (the source's
 -- commit); idempotent. One call deletes the claims KEYS[3..] names (the caller calls again
 -- until the reply reaches ARGV[1]).
--- KEYS[1] claim log hash, KEYS[2] lease hash, KEYS[3..] claims ARGV[5] + 1, ARGV[5] + 2, ...
+-- KEYS[1] claim log hash {claimed, committed, size:<n>, dlv:<n>}, KEYS[2] lease hash, KEYS[3..] claims ARGV[5] + 1, ARGV[5] + 2, ...
 -- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,
 --   ARGV[5] the last committed number the caller knows, ARGV[6] items per call (the ARGV
 --   of every commit script, numbered_log.COMMIT_ARGV; unused: deleting a claim is one
@@ -20,7 +20,7 @@ local n = committed
 for k = 3, math.min(#KEYS, 2 + through - committed) do
   n = n + 1
   redis.call('UNLINK', KEYS[k])
-  redis.call('HDEL', clog, 'size:' .. n)
+  redis.call('HDEL', clog, 'size:' .. n, 'dlv:' .. n)
 end
 redis.call('HSET', clog, 'committed', n)
 return {n, 1}

@@ -2,51 +2,75 @@
 -- (stream reader, docs/design.md §4). One call moves at most ARGV[7] members (bounded
 -- work: a big micro-batch is several reservations, made by several calls).
 -- KEYS[1] master, KEYS[2] pset, KEYS[3] cset, KEYS[4] rlog hash {reserved, committed,
---   size:<r> of each open reservation r, repeated: the last reservation that holds a
+--   size:<r> of each open reservation r, att:<r> its members' failed attempts (msgpack,
+--   by position; only when one has any), repeated: the last reservation that holds a
 --   member an open one held already (one reader must fold them)}, KEYS[5] lease hash,
 --   KEYS[6] held hash (member -> how many more open reservations hold it than the one
 --   that put it in the cset),
---   KEYS[7] the manifest of reservation ARGV[6] + 1 (a list: member, score, ...)
+--   KEYS[7] the manifest of reservation ARGV[6] + 1 (a list: member, score, ...),
+--   KEYS[8] retry zset (member -> due ms), KEYS[9] attempts hash (member -> attempt record)
 -- ARGV[1] limit (-1: no limit), ARGV[2] after: the offset this batch starts from,
 --   ARGV[3] owner, ARGV[4] fencing token, ARGV[5] lease time in ms (renewed here),
 --   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call,
 --   ARGV[8] pending at that head as the caller's last call replied (-1: count it here:
 --   one HGET per open reservation, so a batch of many calls counts once); the ARGV of
---   every reserve script (numbered_log.RESERVE_ARGV; dh_claim adds ARGV[9] now)
+--   every reserve script (numbered_log.RESERVE_ARGV), ARGV[9] now in ms ("": Redis time)
 -- Reservations past `after` made earlier but never logged by Spark count against the limit.
 -- With no reservation open, every member of the cset was reserved by someone else (a gem
 -- consumer, Ick.reserve) that handed the shard over: it is adopted, folded back into the
--- pset (lower score wins) and so reserved like any queued member.
--- returns {reserved, moved, pending}: the last reservation number after the call, members
---   moved, members in the reservations past `after`; moved and pending are -1 (nothing
---   done) when the log's head is not ARGV[6]: call again with the head returned (a
---   replayed call gets that)
-local master, pset, cset, rlog, lease, held, manifest = unpack(KEYS, 1, 7)
+-- pset (lower score wins) and so reserved like any queued member. Members whose retry is
+-- due come back into the pset first (release_due), and a member reserved now has no
+-- pending retry any more: this delivery is its next attempt.
+-- returns {reserved, moved, pending, requeued}: the last reservation number after the
+--   call, members moved, members in the reservations past `after`, members this call put
+--   back into the pset (adopted, or retries released: the caller calls again); moved and
+--   pending are -1 (nothing done) when the log's head is not ARGV[6]:
+--   call again with the head returned (a replayed call gets that)
+local master, pset, cset, rlog, lease, held, manifest, retry, attempts = unpack(KEYS, 1, 9)
 local limit, after = tonumber(ARGV[1]), tonumber(ARGV[2])
 local owner, token, ttl_ms = ARGV[3], ARGV[4], ARGV[5]
 local known, per_call, pending = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 fence(lease, owner, token, ttl_ms)
 local head = log_head(rlog, 'reserved', after)
-if head ~= known then return {head, -1, -1} end
+if head ~= known then return {head, -1, -1, 0} end
 if pending < 0 then pending = open_size(rlog, after, head) end
-if not ick_open(master, pset, cset, false) then return {head, 0, pending} end
+if not ick_open(master, pset, cset, false) then return {head, 0, pending, 0} end
 local n = per_call
 if limit >= 0 then n = math.min(n, limit - pending) end
-if n <= 0 then return {head, 0, pending} end
+if n <= 0 then return {head, 0, pending, 0} end
+local requeued = 0
 if head == tonumber(redis.call('HGET', rlog, 'committed') or 0) then
   local orphans = flip(redis.call('ZPOPMIN', cset, n))
   zadd_lt(pset, orphans, 1, #orphans)
   redis.call('UNLINK', held)  -- no open reservation: nothing is held twice either
-  n = n - #orphans / 2  -- one call touches at most per_call members
-  if n <= 0 then return {head, 0, pending} end
+  requeued = #orphans / 2
+  n = n - requeued  -- one call touches at most per_call members
 end
+local released = release_due(retry, attempts, pset, time_ms(ARGV[9]), n)
+requeued, n = requeued + released, n - released
+if n <= 0 then return {head, 0, pending, requeued} end
 local got = redis.call('ZRANGE', pset, 0, n - 1, 'WITHSCORES')
-if #got == 0 then return {head, 0, pending} end
+if #got == 0 then return {head, 0, pending, requeued} end
 redis.call('ZREMRANGEBYRANK', pset, 0, #got / 2 - 1)
+local members = {}
+for i = 1, #got, 2 do members[#members + 1] = got[i] end
+if redis.call('EXISTS', retry) == 1 then zrem_all(retry, members, 1, #members) end
+local failed_before = nil  -- each member's failed attempts, for the reader (att:<n>)
+if redis.call('EXISTS', attempts) == 1 then
+  local records = redis.call('HMGET', attempts, unpack(members))
+  for i = 1, #members do
+    local n = attempts_of(records[i])
+    if n > 0 then
+      failed_before = failed_before or {}
+      failed_before[i] = n
+    end
+  end
+  if failed_before then
+    for i = 1, #members do failed_before[i] = failed_before[i] or 0 end
+  end
+end
 local again = false
 if redis.call('EXISTS', cset) == 1 then  -- a member in flight, re-added and reserved again
-  local members = {}
-  for i = 1, #got, 2 do members[#members + 1] = got[i] end
   for first = 1, #members, ICK_CHUNK do
     local last = math.min(first + ICK_CHUNK - 1, #members)
     local in_flight = redis.call('ZMSCORE', cset, unpack(members, first, last))
@@ -62,5 +86,6 @@ zadd_lt(cset, flip(got), 1, #got)
 call_chunked('RPUSH', manifest, got, 1, #got)
 head = head + 1
 redis.call('HSET', rlog, 'reserved', head, 'size:' .. head, #got / 2)
+if failed_before then redis.call('HSET', rlog, 'att:' .. head, cmsgpack.pack(failed_before)) end
 if again then redis.call('HSET', rlog, 'repeated', head) end
-return {head, #got / 2, pending + #got / 2}
+return {head, #got / 2, pending + #got / 2, requeued}

@@ -201,7 +201,7 @@ def check_i1(adds: Iterable[Add], sink: Sink, what: str) -> int:
     delivered: dict[str, list[tuple[float, int, float]]] = defaultdict(list)
     numbers: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     for d in sink.snapshot():
-        for member, score, shard, reservation in d.rows:
+        for member, score, shard, reservation, _attempt in d.rows:
             delivered[member].append((score, reservation, d.at))
             numbers[shard][reservation].append(d.batch)
     checked = 0

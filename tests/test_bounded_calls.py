@@ -57,7 +57,7 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "ick_holders": lambda: max(arg(2), len(args) - 2),  # manifests read, members sought
         "dh_commit": lambda: 0 if len(keys) <= 2 + KEYS_PER_CALL else PER_CALL * len(keys),
         "dh_take": lambda: arg(2),
-        "dh_backlog": lambda: 0,
+        "due_count": lambda: 0,
         "lease": lambda: 0,
         "lease_info": lambda: 0,
         "dh_info": lambda: 0,

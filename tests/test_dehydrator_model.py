@@ -189,7 +189,8 @@ def test_dehydrator_matches_model(client, monkeypatch):
             for shard, log in enumerate(self.logs):
                 done = self.committed[shard]
                 expected = [e for claim in self.claims[shard][done:] for e in claim]
-                assert log.read(done, len(self.claims[shard])) == expected
+                read = log.read(done, len(self.claims[shard]))
+                assert [entry[:3] for entry in read] == expected
                 assert log.last_committed() == done
 
         @invariant()

@@ -300,7 +300,9 @@ def test_slot_migration_under_load_ick(spark, migration_cluster, tmp_path):
 def members_of(read: list[tuple[int, list[Any]]]) -> list[str]:
     """The members (sorted, as str) of ReservationLog.read's ``[(r, [m, s, ...]), ...]``."""
     return sorted(
-        m.decode() if isinstance(m, bytes) else str(m) for _, flat in read for m in flat[::2]
+        m.decode() if isinstance(m, bytes) else str(m)
+        for manifest in read
+        for m in manifest.items[::2]
     )
 
 

@@ -86,7 +86,7 @@ def test_a_replay_reads_the_logged_range_not_what_came_after(client, redis_url, 
     log = LOGS[kind](client, 3 * PER_CALL)
     fence = log.lease.acquire("me", TTL)
     end = log.reserve(PER_CALL + 10, 0, fence).head  # the batch Spark logged: 2 manifests
-    logged = [row for _, flat in log.read_numbered(0, end) for row in flat]
+    logged = [row for manifest in log.read_numbered(0, end) for row in manifest.items]
     log.reserve(None, end, fence)  # reserved ahead of it
     LOGS[kind](client, 50, first=10_000)  # and new items wait
     batches = list(READERS[kind](redis_url).read(ShardRange(0, 0, end)))

@@ -107,7 +107,7 @@ def test_reservation_log_matches_model(any_client):
                 with pytest.raises(IckScriptError, match="committed already"):
                     self.log.read(start, start + size)
                 return
-            got = {r: pairs(flat) for r, flat in self.log.read(start, start + size)}
+            got = {m.number: pairs(m.items) for m in self.log.read(start, start + size)}
             want = {
                 r: sorted(m.items(), key=order)
                 for r, m in self.model.manifests.items()
@@ -147,9 +147,9 @@ def test_a_big_reserve_is_many_bounded_reservations(client):
     ick.add({"m00007": -1.0})  # re-dirtied while in flight
     assert log.reserve(10, last, token) == (last + 1, 1, 1)
     entries = log.read(0, last)
-    assert [r for r, _ in entries] == list(range(1, last + 1))
-    assert max(len(flat) // 2 for _, flat in entries) == per_call
-    assert [text(m) for _, flat in entries for m in flat[0::2]] == [
+    assert [m.number for m in entries] == list(range(1, last + 1))
+    assert max(len(m.items) // 2 for m in entries) == per_call
+    assert [text(x) for m in entries for x in m.items[0::2]] == [
         f"m{i:05}" for i in range(20_000)
     ]  # lowest scores first, each once
     assert log.commit(last, token) == last

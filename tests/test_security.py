@@ -147,7 +147,7 @@ def test_acl_user_runs_the_reservation_log(acl_url, client):
     log = ReservationLog(restricted, "dirty_docs")
     token = log.lease.acquire("indexer", 30_000)
     last, moved, _ = log.reserve(None, 0, token)
-    assert moved == 2 and [r for r, _ in log.read(0, last)] == [last]
+    assert moved == 2 and [m.number for m in log.read(0, last)] == [last]
     assert log.describe()["lease_owner"] == "indexer"
     assert log.commit(last, token) == last
     assert log.describe()["open_reservations"] == 0
@@ -166,7 +166,7 @@ def test_acl_user_runs_the_dehydrator(acl_url, client):
     claims = parked.claim_log(parked.shard_of("due"))
     token = claims.lease.acquire("source", 30_000)
     last, moved, _ = claims.reserve(None, 0, token)
-    assert moved == 1 and [element for _, _, element in claims.read(0, last)] == ["now"]
+    assert moved == 1 and [entry[2] for entry in claims.read(0, last)] == ["now"]
     assert claims.commit(last, token) == last
     assert parked.pull("later") == "in an hour" and parked.ttn() == -1
     parked.delete()

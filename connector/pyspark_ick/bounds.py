@@ -15,8 +15,9 @@ MOVES_PER_CALL = 500
 reservation or claim holds): a move removes an item, writes it to a manifest and marks it
 in flight, about twice an add's work."""
 
-KEYS_PER_CALL = 16
-"""The most manifests one read or commit call of a numbered log names."""
+KEYS_PER_CALL = 12
+"""The most manifests one read or commit call of a numbered log names (so that every
+call's arguments fit the 32 that SLOWLOG keeps of a command, which operators read)."""
 
 ICK_CHUNK = 1000
 """Members per ickadd call by default (``Ick.add``, option ``chunkSize`` of the ick sink)."""

@@ -15,7 +15,7 @@ from .values import text
 Clock = Callable[[], int]
 """A test clock: "now" in ms for the scripts instead of Redis server time."""
 
-Entry = tuple[str, int, Any]  # id, due ms, element
+Entry = tuple[str, int, Any, int]  # id, due ms, element
 
 
 class ClaimLog(NumberedLog):
@@ -56,26 +56,27 @@ class ClaimLog(NumberedLog):
         k = self.keys
         return [*k.store, k.clog, k.lease, k.claim(head + 1)]
 
-    def commit_keys(self, manifests: list[str]) -> list[str]:
-        return [self.keys.clog, self.keys.lease, *manifests]
+    def commit_keys(self, numbers: range) -> list[str]:
+        return [self.keys.clog, self.keys.lease, *map(self.keys.claim, numbers)]
 
     def now(self) -> str:
         return "" if self.clock is None else str(int(self.clock()))
 
-    def read(self, start: int, end: int) -> list[Entry]:
-        """(id, due ms, element) of every element of claims ``start + 1 .. end``; a claim
-        that must exist and does not raises (NumberedLog.read_numbered)."""
+    def read(self, start: int, end: int, token: str = "") -> list[Entry]:
+        """(id, due ms, element, deliveries) of every element of claims ``start + 1 ..
+        end``; a claim that must exist and does not raises (NumberedLog.read_numbered)."""
         out: list[Entry] = []
-        for _, flat in self.read_numbered(start, end):
+        for manifest in self.read_numbered(start, end, token):
+            flat = manifest.items
             for i in range(0, len(flat), 3):
                 element = text(flat[i + 2]) if self.decode else flat[i + 2]
-                out.append((text(flat[i]), int(float(flat[i + 1])), element))
+                out.append((text(flat[i]), int(float(flat[i + 1])), element, manifest.deliveries))
         return out
 
     def backlog(self) -> int:
         """How many elements of the shard are due now (not claimed yet)."""
         return int(
-            scripts.run(self.client, "dh_backlog", [self.keys.due], [self.now()], what=self.label)
+            scripts.run(self.client, "due_count", [self.keys.due], [self.now()], what=self.label)
         )
 
     def last_claimed(self) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from . import bounds, scripts
 from .clients import Client
 from .keys import DehydratorKeys, shard_names
+from .numbered_log import deliveries
 from .values import as_bytes, text
 
 Element = tuple[bytes, int, bytes]
@@ -116,17 +117,20 @@ def parked(client: Client, keys: DehydratorKeys, label: str) -> list[Element]:
     return sorted(out, key=lambda e: (e[1], e[0]))
 
 
-def claimed(client: Client, keys: DehydratorKeys, label: str) -> list[Element]:
+def claimed(client: Client, keys: DehydratorKeys, label: str) -> list[tuple[Element, int]]:
     """Every element of the shard's open claims (claimed by a stream query, not committed
-    yet), claim by claim (a claim holds at most ``bounds.MOVES_PER_CALL``)."""
+    yet) with the deliveries of its claim, claim by claim (a claim holds at most
+    ``bounds.MOVES_PER_CALL``)."""
     head, committed = scripts.command(
         client, partial(client.hmget, keys.clog, "claimed", "committed"), what=label
     )
-    out: list[Element] = []
-    for n in range(int(committed or 0) + 1, int(head or 0) + 1):
+    numbers = range(int(committed or 0) + 1, int(head or 0) + 1)
+    counted = deliveries(client, keys.clog, numbers, label)
+    out: list[tuple[Element, int]] = []
+    for n in numbers:
         flat = scripts.command(client, partial(client.lrange, keys.claim(n), 0, -1), what=label)
         out += [
-            (as_bytes(flat[k]), int(float(flat[k + 1])), as_bytes(flat[k + 2]))
+            ((as_bytes(flat[k]), int(float(flat[k + 1])), as_bytes(flat[k + 2])), counted[n])
             for k in range(0, len(flat), 3)
         ]
     return out

@@ -13,6 +13,7 @@ from .errors import IckConfigError
 from .keys import IckKeys, check_name
 from .packing import pack_checked, pack_chunks, pack_values, packed_chunks
 from .pipe import run_many
+from .retries import MAX_ERROR_BYTES, AttemptRecord, RetryPolicy, errors_of
 from .scripts import Call
 from .values import (
     TEXTS,
@@ -25,6 +26,8 @@ from .values import (
     score_of,
     text,
 )
+
+DEFAULT_POLICY = RetryPolicy()
 
 
 def queue_add(
@@ -80,6 +83,7 @@ class Ick:
         self.client = check_client(client)
         self.keys = IckKeys(check_name(key))
         self._base = self.keys.base  # the KEYS of every call, built once
+        self._exchange = (*self._base, self.keys.retry, self.keys.attempts)
 
     @property
     def key(self) -> str:
@@ -145,7 +149,7 @@ class Ick:
         reply = scripts.run(
             self.client,
             "ickexchange",
-            self._base,
+            self._exchange,
             [int(n), "1" if backwash else "0", *map(as_bytes, commit)],
             what=self.label,
         )
@@ -162,7 +166,7 @@ class Ick:
         if type(n) is not int or n < 0:
             return self.exchange(n)  # which refuses it
         return pairs(
-            scripts.run(self.client, "ickexchange", self._base, [n, "0"], what=self.label)[1]
+            scripts.run(self.client, "ickexchange", self._exchange, [n, "0"], what=self.label)[1]
         )
 
     def commit(self, *members: Any) -> int:
@@ -177,13 +181,49 @@ class Ick:
                 scripts.run(
                     self.client,
                     "ickexchange",
-                    self._base,
+                    self._exchange,
                     [0, "0", *map(as_bytes, members[i : i + step])],
                     what=self.label,
                 )[0]
             )
             for i in range(0, len(members), step)
         )
+
+    def fail(
+        self, failures: Mapping[Any, Any], policy: RetryPolicy = DEFAULT_POLICY
+    ) -> tuple[int, int]:
+        """The consumer failed on reserved members ``{member: error}``: each leaves the
+        cset and is retried after a backoff (``reserve`` gives it back when due), or
+        becomes a dead letter after ``policy.max_attempts`` attempts (docs/design.md §11).
+        Returns (retried, dead); members not reserved are left alone."""
+        flat = errors_of(failures)
+        retried = dead = 0
+        step = 2 * bounds.ITEMS_PER_CALL
+        for i in range(0, len(flat), step):
+            reply = scripts.run(
+                self.client,
+                "ick_fail",
+                [*self._base, *self.keys.fates],
+                [policy.arg(), MAX_ERROR_BYTES, *flat[i : i + step]],
+                what=self.label,
+            )
+            retried, dead = retried + int(reply[0]), dead + int(reply[1])
+        return retried, dead
+
+    def attempts(self, *members: Any) -> list[int]:
+        """The failed attempts of each of ``members`` so far (0: none)."""
+        if not scripts.command(
+            self.client, partial(self.client.exists, self.keys.attempts), what=self.label
+        ):
+            return [0] * len(members)
+        found: list[Any] = []
+        step = bounds.ITEMS_PER_CALL
+        for i in range(0, len(members), step):
+            part = [as_bytes(m) for m in members[i : i + step]]
+            found += scripts.command(
+                self.client, partial(self.client.hmget, self.keys.attempts, part), what=self.label
+            )
+        return [AttemptRecord.parse(r).attempts if r is not None else 0 for r in found]
 
     def stats(self) -> dict[str, Any] | None:
         """Version, sizes and score ranges; None when the Ick does not exist."""
@@ -214,9 +254,8 @@ class Ick:
             partial(self.client.hmget, self.keys.rlog, "reserved", "committed"),
             what=self.label,
         )
-        return [
-            self.keys.reservation(r) for r in range(int(committed or 0) + 1, int(reserved or 0) + 1)
-        ]
+        open_ = range(int(committed or 0) + 1, int(reserved or 0) + 1)
+        return [self.keys.reservation(r) for r in open_]
 
 
 def parse_stats(reply: Any) -> dict[str, Any] | None:

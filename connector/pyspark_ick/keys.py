@@ -127,12 +127,29 @@ class IckKeys(ShardKeys):
 
     part: ClassVar[str] = "ick"
     numbered: ClassVar[str] = "resv"
-    fixed: ClassVar[tuple[str, ...]] = ("master", "pset", "cset", "rlog", "lease", "held")
+    fixed: ClassVar[tuple[str, ...]] = (
+        "master",
+        "pset",
+        "cset",
+        "rlog",
+        "lease",
+        "held",
+        "retry",
+        "attempts",
+        "dead",
+        "deadinfo",
+        "failed",
+    )
 
     pset = Part("pset", "Sorted set: the producer set, member -> score.")
     cset = Part("cset", "Sorted set: the members reserved, not committed.")
     rlog = Part("rlog", "Hash: the reservation log's counters (last reserved, committed).")
     held = Part("held", "Hash: member -> how many more open reservations hold it.")
+    retry = Part("retry", "Sorted set: member -> when its retry is due (ms), after a failure.")
+    attempts = Part("attempts", "Hash: member -> its attempt record (retries.py).")
+    dead = Part("dead", "Sorted set: member -> when it became a dead letter (ms).")
+    deadinfo = Part("deadinfo", "Hash: member -> the attempt record of a dead letter.")
+    failed = Part("failed", "Hash: '<r> <member>' -> '<delivery> <error>', handed back.")
 
     @property
     def base(self) -> tuple[str, str, str]:
@@ -140,6 +157,12 @@ class IckKeys(ShardKeys):
         return (self.master, self.pset, self.cset)
 
     reservation = ShardKeys.manifest  # member, score, ... by score
+
+    @property
+    def fates(self) -> tuple[str, str, str, str]:
+        """retry, attempts, dead, deadinfo: where a failed member goes (KEYS of the
+        scripts that fail members)."""
+        return (self.retry, self.attempts, self.dead, self.deadinfo)
 
 
 @dataclass(frozen=True)

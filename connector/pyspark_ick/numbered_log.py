@@ -17,6 +17,7 @@ is, and the client calls again. The scripts of both kinds take their ARGV in one
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
@@ -25,6 +26,7 @@ from .clients import Client
 from .errors import IckError
 from .keys import ShardKeys
 from .lease import Fence, Lease
+from .retries import RetryPolicy
 
 logger = logging.getLogger("pyspark_ick.numbered_log")
 
@@ -32,7 +34,7 @@ RESERVE_ARGV = ("limit", "after", "owner", "token", "ttl_ms", "head", "per_call"
 """ARGV of rlog_reserve and dh_claim, in order (``now``: dh_claim's clock, optional)."""
 
 COMMIT_ARGV = ("through", "owner", "token", "ttl_ms", "committed", "per_call")
-"""ARGV of rlog_commit and dh_commit, in order."""
+"""ARGV of rlog_commit and dh_commit, in order (rlog_commit adds a RetryPolicy's args)."""
 
 
 class Reserved(NamedTuple):
@@ -42,6 +44,32 @@ class Reserved(NamedTuple):
     head: int
     moved: int
     pending: int
+
+
+class Manifest(NamedTuple):
+    """One manifest as a reader reads it: its number, its items (member, score, ... or id,
+    due, element, ...), its deliveries so far (this read counted), and the failed attempts
+    of each member (an Ick's; empty when none has any)."""
+
+    number: int
+    items: list[Any]
+    deliveries: int
+    attempts: list[int]
+
+
+def deliveries(client: Client, log_key: str, numbers: Iterable[int], label: str) -> dict[int, int]:
+    """The deliveries counted for manifests ``numbers`` of the log hash ``log_key`` (0:
+    not read yet), in calls of at most ``bounds.ITEMS_PER_CALL``."""
+    wanted = sorted(set(numbers))
+    out: dict[int, int] = {}
+    for i in range(0, len(wanted), bounds.ITEMS_PER_CALL):
+        part = wanted[i : i + bounds.ITEMS_PER_CALL]
+        fields = scripts.command(
+            client, partial(client.hmget, log_key, [f"dlv:{n}" for n in part]), what=label
+        )
+        for n, field in zip(part, fields, strict=True):
+            out[n] = int(field.split(b" ")[0]) if field else 0
+    return out
 
 
 def fence_args(fence: Fence) -> list[Any]:
@@ -66,6 +94,8 @@ class NumberedLog:
         self.lease = Lease(client, lease_key, label)
         self._head: int | None = None  # the last number seen
         self._committed: int | None = None  # the last committed number seen
+        self.policy: RetryPolicy | None = None  # an Ick's: how failed members are retried
+        self.fates = {"retried": 0, "dead": 0}  # members the commits retried or buried
 
     # --- what a kind of log provides ----------------------------------------------------
 
@@ -77,8 +107,8 @@ class NumberedLog:
         """KEYS of a reserve call into manifest ``head + 1``."""
         raise NotImplementedError
 
-    def commit_keys(self, manifests: list[str]) -> list[str]:
-        """KEYS of a commit call of ``manifests``."""
+    def commit_keys(self, numbers: range) -> list[str]:
+        """KEYS of a commit call of manifests ``numbers``."""
         raise NotImplementedError
 
     def now(self) -> str:
@@ -126,20 +156,23 @@ class NumberedLog:
                 self.client, self.reserve_script, self.reserve_keys(head), argv, what=self.label
             )
             head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
+            requeued = int(reply[3]) if len(reply) > 3 else 0  # put back into the queue
             if got < 0:  # a replayed call found the log at another head: again from there
                 stale = self._again(stale)
                 continue
             moved += got
-            if got < bounds.MOVES_PER_CALL or (limit is not None and pending >= limit):
+            full = got == bounds.MOVES_PER_CALL or requeued > 0
+            if not full or (limit is not None and pending >= limit):
                 self._head = head
                 return Reserved(head, moved, pending)
 
-    def read_numbered(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
-        """``[(n, items), ...]`` of the manifests ``start < n <= end`` (lua/log_read.lua),
-        in bounded calls. A manifest that must exist and does not raises IckScriptError;
-        one that Redis lost with its latest writes (past the log's head: a failover, a
-        restore) is left out, and its items are back where Redis kept them."""
-        out: list[tuple[int, list[Any]]] = []
+    def read_numbered(self, start: int, end: int, token: str = "") -> list[Manifest]:
+        """The manifests ``start < n <= end`` (lua/log_read.lua), in bounded calls; the
+        first read by a reader whose delivery ``token`` differs from the last counts one
+        delivery more ("": count nothing). A manifest that must exist and does not raises
+        IckScriptError; one that Redis lost with its latest writes (past the log's head: a
+        failover, a restore) is left out, and its items are back where Redis kept them."""
+        out: list[Manifest] = []
         n = start
         while n < end:
             names = [self.manifest(r) for r in range(n + 1, min(end, n + bounds.KEYS_PER_CALL) + 1)]
@@ -147,13 +180,14 @@ class NumberedLog:
                 self.client,
                 "log_read",
                 [self.log_key, *names],
-                [n, self.head_field, bounds.ITEMS_PER_CALL],
+                [n, self.head_field, bounds.ITEMS_PER_CALL, token],
                 what=self.label,
             )
-            for i in range(0, len(reply), 2):
+            for i in range(0, len(reply), 4):
                 number, items = int(reply[i]), reply[i + 1]
                 if items:
-                    out.append((number, items))
+                    attempts = [int(a) for a in reply[i + 3]]
+                    out.append(Manifest(number, items, int(reply[i + 2]), attempts))
                 else:
                     logger.warning(
                         "%s: number %d was lost with writes Redis did not keep (a "
@@ -162,7 +196,7 @@ class NumberedLog:
                         self.label,
                         number,
                     )
-            n = int(reply[-2])
+            n = int(reply[-4])
         return out
 
     def commit(self, through: int, fence: Fence) -> int:
@@ -171,15 +205,18 @@ class NumberedLog:
         stale = 0
         while True:
             last = min(through, committed + bounds.KEYS_PER_CALL)
-            manifests = [self.manifest(n) for n in range(committed + 1, last + 1)]
+            argv = [int(through), *fence_args(fence), committed, bounds.ITEMS_PER_CALL]
             reply = scripts.run(
                 self.client,
                 self.commit_script,
-                self.commit_keys(manifests),
-                [int(through), *fence_args(fence), committed, bounds.ITEMS_PER_CALL],
+                self.commit_keys(range(committed + 1, last + 1)),
+                argv + ([self.policy.arg()] if self.policy else []),
                 what=self.label,
             )
             now, done = int(reply[0]), int(reply[1])
+            if len(reply) > 3 and done > 0:
+                self.fates["retried"] += int(reply[2])
+                self.fates["dead"] += int(reply[3])
             if done < 0:
                 stale = self._again(stale)
             elif done == 0 or now >= through or now == committed:

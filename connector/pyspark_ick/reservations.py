@@ -12,6 +12,7 @@ a shard: snapshots.py.)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -19,7 +20,8 @@ from . import scripts
 from .clients import Client
 from .ick import Ick
 from .keys import IckKeys, check_name
-from .numbered_log import NumberedLog
+from .numbered_log import Manifest, NumberedLog
+from .retries import hand_back
 from .values import text
 
 
@@ -37,11 +39,11 @@ class ReservationLog(NumberedLog):
 
     def reserve_keys(self, head: int) -> list[str]:
         k = self.keys
-        return [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1)]
+        return [*k.base, k.rlog, k.lease, k.held, k.reservation(head + 1), k.retry, k.attempts]
 
-    def commit_keys(self, manifests: list[str]) -> list[str]:
+    def commit_keys(self, numbers: range) -> list[str]:
         k = self.keys
-        return [k.cset, k.rlog, k.lease, k.held, *manifests]
+        return [k.cset, k.rlog, k.lease, k.held, *k.fates, k.failed, *map(k.reservation, numbers)]
 
     def repeated(self) -> int:
         """The last reservation holding a member that an earlier open one holds too (a
@@ -53,10 +55,17 @@ class ReservationLog(NumberedLog):
             or 0
         )
 
-    def read(self, start: int, end: int) -> list[tuple[int, list[Any]]]:
-        """``[(r, [member, score, ...]), ...]`` for reservations ``start < r <= end``
-        (NumberedLog.read_numbered)."""
-        return self.read_numbered(start, end)
+    def read(self, start: int, end: int, token: str = "") -> list[Manifest]:
+        """Reservations ``start < r <= end``: items member, score, ... by score, the
+        deliveries and the failed attempts of each member (NumberedLog.read_numbered)."""
+        return self.read_numbered(start, end, token)
+
+    def fail(
+        self, reservation: int, delivery: int, failures: Mapping[Any, Any]
+    ) -> tuple[int, int, int]:
+        """Hand back ``{member: error}`` of open reservation ``reservation``, failed in
+        ``delivery``: its commit retries or buries them (retries.hand_back)."""
+        return hand_back(self.client, self.keys, reservation, delivery, failures, self.label)
 
     def backlog(self) -> int:
         """Members that reserves would take now: the queued ones, and those that a
@@ -66,7 +75,8 @@ class ReservationLog(NumberedLog):
         if not stats:
             return 0
         held = self.describe()["open_members"]
-        return int(stats["pset_size"]) + max(int(stats["cset_size"]) - held, 0)
+        due = scripts.run(self.client, "due_count", [self.keys.retry], [""], what=self.label)
+        return int(stats["pset_size"]) + max(int(stats["cset_size"]) - held, 0) + int(due)
 
     def describe(self) -> dict[str, Any]:
         return describe(self.client, self.keys.master)

@@ -10,11 +10,20 @@ from typing import Any
 from . import bounds, replication, scripts
 from .clients import Client
 from .errors import ShardCountError
-from .ick import Ick, add_calls, add_now_calls, lazy_add_calls, parse_stats, sum_adds
+from .ick import (
+    DEFAULT_POLICY,
+    Ick,
+    add_calls,
+    add_now_calls,
+    lazy_add_calls,
+    parse_stats,
+    sum_adds,
+)
 from .keys import other_count_masters, shard_names, shard_of
 from .packing import pack_chunks, packed_chunks
 from .pipe import run_many
 from .registry import LogicalName
+from .retries import RetryPolicy
 from .scripts import Call
 from .values import check_chunk, check_pairs, text
 
@@ -125,6 +134,20 @@ class ShardedIck(LogicalName):
                 what=self.label,
             )
         )
+
+    def fail(
+        self, failures: Mapping[Any, Any], policy: RetryPolicy = DEFAULT_POLICY
+    ) -> tuple[int, int]:
+        """``Ick.fail`` of each member's shard (a plain consumer of reserved members);
+        returns (retried, dead)."""
+        by_shard: dict[int, dict[Any, Any]] = {}
+        for member, error in failures.items():
+            by_shard.setdefault(self.shard_of(member), {})[member] = error
+        retried = dead = 0
+        for i, part in by_shard.items():
+            r, d = self._icks[i].fail(part, policy)
+            retried, dead = retried + r, dead + d
+        return retried, dead
 
     def group(
         self, members: Sequence[str | bytes], scores: Sequence[float]

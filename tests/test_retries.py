@@ -1,0 +1,300 @@
+"""Members a consumer fails on (no Spark): deliveries counted per consumer run, a
+hand-back retried after its backoff or buried after its last attempt, in the commit
+itself; what a re-dirtying producer, a replay and a success do to a pending retry; the
+plain client's fail; dead letters read, re-driven and purged."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+import pytest
+from support import cli_command, served
+
+from pyspark_ick import Ick, ShardedIck
+from pyspark_ick.dead_letters import DeadLetters
+from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.retries import MAX_ERROR_BYTES, AttemptRecord, RetryPolicy
+from pyspark_ick.testing import wait_until
+from pyspark_ick.values import text
+
+TTL = 30_000
+FAST = RetryPolicy(max_attempts=3, backoff_ms=200, backoff_max_ms=400)
+
+
+def redis_ms(client: Any) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def consumer(client: Any, name: str = "q", policy: RetryPolicy = FAST) -> Any:
+    """A ReservationLog of Ick ``name`` with its lease held: (log, fence)."""
+    log = ReservationLog(client, name)
+    log.policy = policy
+    return log, log.lease.acquire("me", TTL)
+
+
+def batch(log: Any, fence: Any, after: int, token: str = "run-1") -> tuple[int, dict[str, Any]]:
+    """Reserve everything past ``after`` and read it as a reader with ``token`` would:
+    (end, {member: (reservation, deliveries, attempt)})."""
+    end = log.reserve(None, after, fence).head
+    rows = {}
+    for m in log.read(after, end, token):
+        attempts = m.attempts or [0] * (len(m.items) // 2)
+        for member, tried in zip(m.items[0::2], attempts, strict=True):
+            rows[text(member)] = (m.number, m.deliveries, tried + 1)
+    return end, rows
+
+
+def test_deliveries_count_consumer_runs_not_reads(any_client):
+    client = any_client
+    Ick(client, "q").add({"a": 1.0, "b": 2.0})
+    log, fence = consumer(client)
+    end, rows = batch(log, fence, 0)
+    assert {m: r[1] for m, r in rows.items()} == {"a": 1, "b": 1}
+    assert [m.deliveries for m in log.read(0, end, "run-1")] == [1]  # the same run
+    assert [m.deliveries for m in log.read(0, end, "run-2")] == [2]  # a restarted query
+    assert [m.deliveries for m in log.read(0, end, "run-2")] == [2]
+    assert [m.deliveries for m in log.read(0, end, "")] == [2]  # a look counts nothing
+    log.commit(end, fence)
+    assert not any(f.startswith(b"dlv:") for f in client.hkeys(log.keys.rlog))
+
+
+def test_a_failed_member_is_retried_after_its_backoff_and_the_others_are_done(any_client):
+    client = any_client
+    ick = Ick(client, "q")
+    ick.add({"good": 1.0, "bad": 2.0})
+    log, fence = consumer(client)
+    end, rows = batch(log, fence, 0)
+    r, delivery, attempt = rows["bad"]
+    assert attempt == 1
+    assert log.fail(r, delivery, {"bad": "boom"}) == (1, 0, 0)
+    before = redis_ms(client)
+    log.commit(end, fence)
+    assert log.fates == {"retried": 1, "dead": 0}
+    due = client.zscore(log.keys.retry, "bad")
+    assert before + FAST.backoff_ms / 2 <= due <= redis_ms(client) + FAST.backoff_ms
+    record = AttemptRecord.parse(client.hget(log.keys.attempts, "bad"))
+    assert (record.attempts, record.score, record.error) == (1, 2.0, "boom")
+    assert ick.stats()["total_size"] == 0  # waiting for its retry: neither queued nor reserved
+    assert client.exists(log.keys.failed) == 0
+    assert ick.attempts("good", "bad") == [0, 1]
+    # not due yet: nothing to reserve; when due, the next batch delivers it as attempt 2
+    assert log.reserve(None, end, fence).moved == 0 or client.zscore(log.keys.retry, "bad") is None
+    wait_until(lambda: log.reserve(None, end, fence).head > end, what="the retry")
+    end2, rows2 = batch(log, fence, end)
+    assert rows2 == {"bad": (end2, 1, 2)}
+    assert client.zcard(log.keys.retry) == 0  # delivered: no retry pending
+    log.commit(end2, fence)  # it succeeds
+    assert client.exists(log.keys.attempts, log.keys.retry) == 0  # no record left
+
+
+def test_the_last_attempt_makes_a_dead_letter_with_its_error(any_client):
+    client = any_client
+    Ick(client, "q").add({"bad": 7.0})
+    log, fence = consumer(client)
+    end = 0
+    for attempt in range(1, FAST.max_attempts + 1):
+        wait_until(lambda end=end: log.reserve(None, end, fence).head > end, what="a delivery")
+        end2, rows = batch(log, fence, end)
+        assert rows["bad"][2] == attempt
+        log.fail(rows["bad"][0], rows["bad"][1], {"bad": f"boom {attempt}"})
+        log.commit(end2, fence)
+        end = end2
+    assert log.fates == {"retried": FAST.max_attempts - 1, "dead": 1}
+    assert client.exists(log.keys.attempts, log.keys.retry) == 0
+    [letter] = DeadLetters(ShardedIck(client, "q")).read()
+    assert (letter.member, letter.attempts, letter.error, letter.record.score) == (
+        "bad",
+        3,
+        "boom 3",
+        7.0,
+    )
+
+
+def test_a_hand_back_from_an_earlier_delivery_counts_no_attempt(client):
+    Ick(client, "q").add({"m": 1.0})
+    log, fence = consumer(client)
+    end, rows = batch(log, fence, 0)
+    log.fail(rows["m"][0], 1, {"m": "failed before the crash"})
+    log.read(0, end, "run-2")  # the restarted query replays the batch: delivery 2
+    assert log.fail(rows["m"][0], 1, {"m": "a zombie of run 1"}) == (0, 0, 1)  # late
+    log.commit(end, fence)  # the replay succeeded
+    assert client.exists(log.keys.retry, log.keys.attempts, log.keys.failed) == 0
+
+
+def test_hand_backs_name_the_members_of_their_reservation_only(client):
+    Ick(client, "q").add({"a": 1.0, "b": 2.0})
+    log, fence = consumer(client)
+    end, _ = batch(log, fence, 0)
+    assert log.fail(end, 1, {"a": "x", "stranger": "y"}) == (1, 1, 0)
+    assert log.fail(end + 5, 1, {"a": "x"}) == (0, 1, 0)  # no such reservation
+    log.commit(end, fence)
+    assert log.fail(end, 1, {"b": "after the commit"}) == (0, 0, 1)
+    assert client.hlen(log.keys.attempts) == 1 and client.exists(log.keys.failed) == 0
+
+
+def test_an_error_is_kept_to_a_bounded_length(client):
+    Ick(client, "q").add({"m": 1.0})
+    log, fence = consumer(client)
+    end, _ = batch(log, fence, 0)
+    log.fail(end, 1, {"m": "x" * 100_000})
+    log.commit(end, fence)
+    assert len(AttemptRecord.parse(client.hget(log.keys.attempts, "m")).error) == MAX_ERROR_BYTES
+
+
+def test_a_producer_re_dirtying_a_member_waiting_for_its_retry_gets_it_delivered_at_once(
+    any_client,
+):
+    client = any_client
+    ick = Ick(client, "q")
+    ick.add({"m": 5.0})
+    slow = RetryPolicy(max_attempts=5, backoff_ms=3_600_000, backoff_max_ms=3_600_000)
+    log, fence = consumer(client, policy=slow)
+    end, _ = batch(log, fence, 0)
+    log.fail(end, 1, {"m": "downstream said no"})
+    log.commit(end, fence)
+    assert client.zscore(log.keys.retry, "m") is not None  # an hour away
+    ick.add({"m": 9.0})  # the producer dirties it again
+    end2, rows2 = batch(log, fence, end)
+    assert rows2 == {"m": (end2, 1, 2)}  # at once, and it knows it failed before
+    assert client.zscore(log.keys.retry, "m") is None
+    log.commit(end2, fence)  # this time it works: the older failure is forgotten
+    assert client.exists(log.keys.retry, log.keys.attempts) == 0
+    assert ick.stats()["total_size"] == 0
+
+
+def test_a_member_re_dirtied_in_flight_and_failed_is_retried_once(client):
+    ick = Ick(client, "q")
+    ick.add({"m": 5.0})
+    log, fence = consumer(client)
+    end1 = log.reserve(None, 0, fence).head
+    ick.add({"m": 4.0})  # dirtied again while reservation 1 is in flight
+    end2, rows = batch(log, fence, 0)  # one batch of both reservations: one row
+    assert rows["m"][0] == end2
+    log.fail(end2, 1, {"m": "boom"})
+    log.commit(end2, fence)
+    assert end2 > end1 and client.zcard(log.keys.retry) == 1
+    assert ick.stats()["total_size"] == 0
+
+
+def test_the_plain_client_fails_reserved_members_into_retries_and_dead_letters(any_client):
+    ick = ShardedIck(any_client, "plain", 2)
+    ick.add({"a": 1.0, "b": 2.0, "c": 3.0})
+    policy = RetryPolicy(max_attempts=2, backoff_ms=100, backoff_max_ms=100)
+    reserved = {m: s for i in range(2) for m, s in ick.shard(i).reserve(10)}
+    assert reserved == {"a": 1.0, "b": 2.0, "c": 3.0}
+    assert ick.fail({"a": "no", "b": ValueError("bad b"), "zz": "not reserved"}, policy) == (2, 0)
+    for i in range(2):
+        ick.shard(i).commit(*[m for m, _ in ick.shard(i).reserve(10) if m == "c"])
+    assert ick.stats()["total_size"] == 0  # a and b wait for their retries
+
+    def redelivered() -> dict[str, float]:
+        return {m: s for i in range(2) for m, s in ick.shard(i).reserve(10)}
+
+    assert wait_until(lambda: redelivered() == {"a": 1.0, "b": 2.0}, what="the retries")
+    assert [ick.shard(ick.shard_of(m)).attempts(m) for m in "ab"] == [[1], [1]]
+    assert ick.fail({"a": "no again"}, policy) == (0, 1)  # the last attempt
+    ick.shard(ick.shard_of("b")).commit("b")  # b made it: its record goes
+    assert ick.shard(ick.shard_of("b")).attempts("b") == [0]
+    letters = list(DeadLetters(ick).read())
+    assert [(d.member, d.attempts, d.error) for d in letters] == [("a", 2, "no again")]
+
+
+def test_dead_letters_are_counted_re_driven_and_purged(any_client):
+    client = any_client
+    ick = ShardedIck(client, "d", 2)
+    members = [f"m{i}" for i in range(30)]
+    ick.add({m: float(i) for i, m in enumerate(members)})
+    once = RetryPolicy(max_attempts=1)
+    for i in range(2):
+        reserved = [m for m, _ in ick.shard(i).reserve(100)]
+        ick.fail({m: f"error of {m}" for m in reserved}, once)
+    letters = DeadLetters(ick)
+    assert sum(letters.count()) == 30 and sum(letters.retrying()) == 0
+    assert sorted(d.member for d in letters.read()) == sorted(members)
+    assert len(list(letters.read(limit=7))) == 7
+    assert letters.redrive(["m3", "m4", "nobody"]) == 2
+    assert sum(letters.count()) == 28
+    assert {m: s for i in range(2) for m, s in ick.shard(i).reserve(10)} == {"m3": 3.0, "m4": 4.0}
+    assert ick.shard(ick.shard_of("m3")).attempts("m3") == [0]  # counted from zero
+    assert letters.purge(["m5"]) == 1
+    assert letters.redrive() == 27
+    assert sum(letters.count()) == 0 and not client.keys("*deadinfo")
+
+
+@pytest.mark.parametrize("field", ["max_attempts", "backoff_ms", "backoff_max_ms"])
+def test_a_retry_policy_refuses_what_it_cannot_mean(field):
+    with pytest.raises(Exception, match=f"RetryPolicy.{field} must be an integer >= 1"):
+        RetryPolicy(**{field: 0})
+    with pytest.raises(Exception, match=f"RetryPolicy.{field}"):
+        RetryPolicy(**{field: True})
+
+
+def test_backoff_grows_with_attempts_and_is_capped(client):
+    policy = RetryPolicy(max_attempts=10, backoff_ms=1000, backoff_max_ms=8000)
+    Ick(client, "q").add({"m": 1.0})
+    log, fence = consumer(client, policy=policy)
+    end, waits = 0, []
+    for _ in range(6):
+        if end:  # due now: move the retry's due time to the past
+            client.zadd(log.keys.retry, {"m": 0})
+        end2, rows = batch(log, fence, end)
+        log.fail(end2, rows["m"][1], {"m": "x"})
+        now = redis_ms(client)
+        log.commit(end2, fence)
+        waits.append(client.zscore(log.keys.retry, "m") - now)
+        end = end2
+    nominal = [1000, 2000, 4000, 8000, 8000, 8000]
+    for wait, full in zip(waits, nominal, strict=True):
+        assert full / 2 - 50 <= wait <= full + 50, (waits, nominal)
+
+
+def test_no_bound_is_broken_by_many_failures(client):
+    n = 3000
+    ick = Ick(client, "q")
+    ick.add({f"m{i}": float(i) for i in range(n)})
+    log, fence = consumer(client)
+    end, rows = batch(log, fence, 0)
+    by_reservation: dict[int, dict[str, str]] = {}
+    for member, (r, _, _) in rows.items():
+        by_reservation.setdefault(r, {})[member] = "e"
+    for r, failures in by_reservation.items():
+        assert log.fail(r, 1, failures)[0] == len(failures)
+    started = time.monotonic()
+    log.commit(end, fence)
+    assert log.fates["retried"] == n and time.monotonic() - started < 5
+    assert client.zcard(log.keys.retry) == n and client.exists(log.keys.failed) == 0
+
+
+def test_operators_see_retries_and_dead_letters_in_the_cli_and_the_exporter(client, redis_url):
+    ick = ShardedIck(client, "ops", 2)
+    ick.add({f"m{i}": float(i) for i in range(6)})
+    reserved = [m for i in range(2) for m, _ in ick.shard(i).reserve(10)]
+    ick.fail({m: f"bad {m}" for m in reserved[:4]}, RetryPolicy(max_attempts=1))
+    ick.fail({m: f"later {m}" for m in reserved[4:]}, RetryPolicy(backoff_ms=3_600_000))
+
+    def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            cli_command("dead", *args, url=redis_url),
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=60,
+        )
+
+    count = json.loads(cli("count", "ops", "--json").stdout)
+    assert (count["dead"], count["retrying"]) == (4, 2)
+    listed = [json.loads(line) for line in cli("list", "ops", "--json").stdout.splitlines()]
+    assert sorted(r["member"] for r in listed) == sorted(reserved[:4])
+    assert all(r["error"] == f"bad {r['member']}" and r["attempts"] == 1 for r in listed)
+    metrics = served(client)
+    assert sum(v for k, v in metrics.items() if k.startswith("pyspark_ick_dead_letters{")) == 4
+    assert sum(v for k, v in metrics.items() if k.startswith("pyspark_ick_retrying{")) == 2
+    assert "1 dead letters re-driven" in cli("redrive", "ops", reserved[0]).stdout
+    declined = cli("purge", "ops", stdin="n\n")
+    assert declined.returncode == 3 and "not purged" in declined.stderr
+    assert "3 dead letters purged" in cli("purge", "ops", "--yes").stdout
+    assert json.loads(cli("count", "ops", "--json").stdout)["dead"] == 0
