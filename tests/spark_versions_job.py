@@ -91,12 +91,15 @@ check(ick.stats()["total_size"] == len(members), "the batch write added every me
 
 # --- a stream drain, crashed twice and restarted from its checkpoint --------------------
 batches: dict[int, list[list[tuple[str, float]]]] = defaultdict(list)
+deliveries: dict[int, list[set[int]]] = defaultdict(list)
 attempt = {"n": 0}
 
 
 def sink(df: Any, batch_id: int) -> None:
-    rows = sorted((r.member, r.score) for r in df.collect())
+    collected = df.collect()
+    rows = sorted((r.member, r.score) for r in collected)
     batches[batch_id].append(rows)
+    deliveries[batch_id].append({r.deliveries for r in collected})
     if attempt["n"] == 1 and batch_id == 1 and len(batches[1]) == 1:
         raise RuntimeError("crash after the sink wrote batch 1")
 
@@ -155,6 +158,7 @@ check(
     "a replayed batch has exactly the same rows (I3)",
 )
 check(len(batches[1]) == 2, "batch 1 was replayed after the crash")
+check(deliveries[1] == [{1}, {2}], f"the replay was delivery 2: {deliveries[1]}")
 check(ick.stats()["total_size"] == 0, "the Ick is empty")
 
 # --- Trigger.AvailableNow over a backlog larger than the cap, then a query after it ----
@@ -221,6 +225,56 @@ check(
     "due times as written (the releaseAt timestamps, in UTC)",
 )
 check(parked.size() == 0, "the dehydrator is empty")
+
+# --- poison: a member the sink hands back is retried, then a dead letter -------------
+from pyspark_ick.dead_letters import DeadLetters  # noqa: E402
+from pyspark_ick.spark import retry_later  # noqa: E402
+
+ick.add({f"p{i}": float(i) for i in range(20)})
+poison = {
+    "redis.url": URL,
+    "ick": "v",
+    "shards": str(SHARDS),
+    "maxAttempts": "2",
+    "retryBackoff": "100ms",
+    "retryBackoffMax": "200ms",
+}
+attempts: dict[str, list[int]] = defaultdict(list)
+
+
+def failing(df: Any, batch_id: int) -> None:
+    rows = df.collect()
+    for r in rows:
+        attempts[r.member].append(r.attempt)
+    retry_later([(r, "refused") for r in rows if r.member == "p7"], poison)
+
+
+query = (
+    spark.readStream.format("ick")
+    .options(**poison)
+    .load()
+    .writeStream.foreachBatch(failing)
+    .option("checkpointLocation", str(WORK / "poison"))
+    .trigger(processingTime="0 seconds")
+    .start()
+)
+letters = DeadLetters(ick)
+deadline = time.monotonic() + 60
+while sum(letters.count()) < 1 and query.isActive and time.monotonic() < deadline:
+    time.sleep(0.2)
+query.stop()
+dead = (
+    spark.read.format("ick")
+    .options(**{k: v for k, v in poison.items() if not k.startswith(("max", "retry"))})
+    .option("deadLetters", "true")
+    .load()
+    .collect()
+)
+seen["poison"] = {"attempts_of_p7": attempts["p7"], "dead": [(d.member, d.attempts) for d in dead]}
+check(attempts["p7"] == [1, 2], "the handed-back member came back as attempt 2")
+check([(d.member, d.attempts, d.error) for d in dead] == [("p7", 2, "refused")], "then dead")
+check(all(a == [1] for m, a in attempts.items() if m != "p7"), "the others once, first time")
+check(ick.stats()["total_size"] == 0, "the Ick is empty")
 
 # --- a filtered snapshot read: Redis answers the filters where pyspark pushes them ------
 PUSHDOWN = hasattr(pyspark.sql.datasource, "EqualTo")  # filter pushdown: pyspark 4.1+

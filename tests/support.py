@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from math import inf
 from typing import Any, NamedTuple
@@ -29,17 +30,30 @@ def redis_ms(client: Any) -> int:
 
 
 class Delivery(NamedTuple):
-    """One foreachBatch call: Spark's batch id, its rows (as collected) and when it ran (by
-    the sink's clock)."""
+    """One foreachBatch call: Spark's batch id, its rows (as collected, but for the
+    ``deliveries`` column, which a replay counts up) and when it ran (by the sink's clock),
+    and the batch's deliveries (the values of that column)."""
 
     batch: int
     rows: list[Any]
     at: float
+    deliveries: frozenset[int] = frozenset()
 
     @property
     def sorted_rows(self) -> list[tuple[Any, ...]]:
         """The rows as sorted tuples: a replay must deliver the same ones, in any order."""
         return sorted((tuple(r) for r in self.rows), key=repr)
+
+
+def without_deliveries(rows: list[Any]) -> tuple[list[Any], frozenset[int]]:
+    """Rows of a stream batch without their ``deliveries`` column, and its values."""
+    if not rows or "deliveries" not in rows[0].__fields__:
+        return rows, frozenset()
+    from pyspark.sql import Row
+
+    kept = [f for f in rows[0].__fields__ if f != "deliveries"]
+    shape = Row(*kept)
+    return [shape(*(r[f] for f in kept)) for r in rows], frozenset(r.deliveries for r in rows)
 
 
 class Sink:
@@ -55,9 +69,9 @@ class Sink:
         self.clock, self.fail_first = clock, fail_first
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.collect()
+        rows, deliveries = without_deliveries(df.collect())
         with self.lock:
-            self.calls.append(Delivery(batch_id, rows, self.clock()))
+            self.calls.append(Delivery(batch_id, rows, self.clock(), deliveries))
         if self.fail_first:
             self.fail_first = False
             raise RuntimeError(f"the sink fails batch {batch_id} on purpose")
@@ -181,3 +195,28 @@ def descendants(root: int) -> dict[int, str]:
             found[pid] = table[pid][1]
             todo += children.get(pid, [])
     return found
+
+
+def scrape(port: int) -> dict[str, float]:
+    """``{'name{labels}': value}`` of a /metrics page (comments left out)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+        body = reply.read().decode()
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def served(client: Any) -> dict[str, float]:
+    """One scrape of the exporter ``serve(client, port)`` runs on a free port."""
+    from pyspark_ick.metrics import serve
+    from pyspark_ick.testing import free_port
+
+    port = free_port()
+    server = serve(client, port)
+    try:
+        return scrape(port)
+    finally:
+        server.shutdown()

@@ -41,7 +41,8 @@ def test_snapshot_of_parked_and_claimed_elements_changes_nothing(spark, client, 
     before = counts(client)
 
     df = read(spark, redis_url)
-    assert df.schema.simpleString() == "struct<id:string,element:string,due:timestamp,shard:int>"
+    expected = "struct<id:string,element:string,due:timestamp,shard:int,deliveries:int>"
+    assert df.schema.simpleString() == expected
     rows = {r.id: r for r in df.collect()}
     assert len(rows) == n + 1
     assert rows["id7"].element == "e7" and rows["id7"].shard == d.shard_of("id7")

@@ -63,7 +63,10 @@ class Option:
             return ""
         if self.kind == "duration":
             ms = int(self.default)
-            return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+            for unit, size in (("h", 3_600_000), ("s", 1000)):
+                if ms % size == 0:
+                    return f"{ms // size}{unit}"
+            return f"{ms}ms"
         if self.kind == "seconds":
             return f"{self.default:g}"
         return str(self.default)
@@ -166,6 +169,38 @@ OPTIONS = (
         100_000,
         "members per read task",
         minimum=1,
+    ),
+    _option(
+        "maxAttempts",
+        (ICK_STREAM,),
+        "integer",
+        25,
+        "attempts of a member the sink hands back before it is a dead letter",
+        minimum=1,
+    ),
+    _option(
+        "retryBackoff",
+        (ICK_STREAM,),
+        "duration",
+        1000,
+        "wait before a failed member's first retry; doubles each attempt",
+        minimum=1,
+    ),
+    _option(
+        "retryBackoffMax",
+        (ICK_STREAM,),
+        "duration",
+        3_600_000,
+        "the longest wait before a retry",
+        minimum=1,
+    ),
+    _option(
+        "deadLetters",
+        (ICK_READ,),
+        "choice",
+        "false",
+        "true: read the dead letters instead of the members",
+        choices=("false", "true"),
     ),
     _option(
         "maxElementsPerTrigger",

@@ -8,7 +8,8 @@ numbered claim (they leave the live store), ``read`` returns the claims of the b
 over the shards), ``minElementsPerPartition`` (default 100000: as the Ick's
 minMembersPerPartition), ``consumerId``, ``leaseTimeout`` (default 60s), ``elementType``
 and ``idType`` (``string`` | ``binary``). Schema: ``id string|binary, element
-string|binary, due timestamp, shard int``. An element or id that is not UTF-8 read as a
+string|binary, due timestamp, shard int, deliveries int`` (1 on a batch's first
+delivery, 2 when a restarted query replays it...). An element or id that is not UTF-8 read as a
 string fails the batch naming it; its claim stays until a read as binary delivers it.
 """
 
@@ -42,13 +43,15 @@ ROWS_PER_BATCH = 65536
 
 
 def source_schema(binary: bool = False, binary_id: bool = False) -> StructType:
-    """``id string|binary, element string|binary, due timestamp, shard int``."""
+    """``id string|binary, element string|binary, due timestamp, shard int, deliveries
+    int``."""
     return StructType(
         [
             StructField("id", BinaryType() if binary_id else StringType(), False),
             StructField("element", BinaryType() if binary else StringType(), False),
             StructField("due", TimestampType(), False),
             StructField("shard", IntegerType(), False),
+            StructField("deliveries", IntegerType(), False),
         ]
     )
 
@@ -61,6 +64,7 @@ def arrow_schema(binary: bool = False, binary_id: bool = False) -> pa.Schema:
             pa.field("element", pa.binary() if binary else pa.string(), False),
             pa.field("due", pa.timestamp("us", "UTC"), False),
             pa.field("shard", pa.int32(), False),
+            pa.field("deliveries", pa.int32(), False),
         ]
     )
 
@@ -110,11 +114,11 @@ def claims_arrow(
     entries: Sequence[Entry], shard: int, binary: bool, label: str, binary_id: bool = False
 ) -> Iterator[pa.RecordBatch]:
     """Rows of source_schema(binary, binary_id) from ClaimLog.read's (id text, due ms,
-    element bytes); read as a string, an id or element that is not UTF-8 is an error
+    element bytes, deliveries); read as a string, an id or element that is not UTF-8 is an error
     naming it (its claim stays: a restart with idType or elementType binary delivers it)."""
     if not entries:
         return
-    ids, dues, elements = zip(*entries, strict=True)
+    ids, dues, elements, deliveries = zip(*entries, strict=True)
     id_column = id_array(ids, binary_id, label)
     raw = pa.array(elements, pa.binary())
     column = (
@@ -130,6 +134,7 @@ def claims_arrow(
                 pa.timestamp("us", "UTC")
             ),
             pa.array([shard] * len(ids), pa.int32()),
+            pa.array(deliveries, pa.int32()),
         ],
         schema=arrow_schema(binary, binary_id),
     )
@@ -160,7 +165,7 @@ class DehydratorStreamReader(ReservationStreamReader):
         self, shard_log: ClaimLog, shard: int, start: int, end: int
     ) -> Iterator[pa.RecordBatch]:
         return claims_arrow(
-            shard_log.read(start, end),
+            shard_log.read(start, end, self.delivery_token),
             shard,
             self.opts.binary,
             f"{shard_log.label} (claims {start + 1}-{end})",

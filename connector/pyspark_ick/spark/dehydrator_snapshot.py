@@ -1,11 +1,12 @@
 """The "dehydrator" batch reader: ``spark.read.format("dehydrator")``, a read-only snapshot
 of every element a dehydrator holds, one partition per shard.
 
-Columns ``id, element, due, shard`` (the stream's schema, what Spark asks for at
-``load()``), and ``state`` when the schema passed with ``.schema(...)`` names it:
-``parked`` (waiting in the due set, due or not) or ``claimed`` (taken by a stream query's
-open claim, not committed yet: it leaves when that batch commits). Read in bounded pages
-(dehydrator_view.parked, .claimed), so not atomic: an element parked for the whole read
+Columns ``id, element, due, shard, deliveries`` (the stream's schema, what Spark asks for
+at ``load()``; deliveries: of an element's claim, 0 when parked), and ``state`` when the
+schema passed with ``.schema(...)`` names it: ``parked`` (waiting in the due set, due or
+not) or ``claimed`` (taken by a stream query's open claim, not committed yet: it leaves
+when that batch commits). Read in bounded pages (dehydrator_view.parked, .claimed), so not
+atomic: an element parked for the whole read
 appears once; one claimed during the read may appear in both states or, when it was
 committed too before its claim was read, in neither. Options: the connection options,
 ``dehydrator`` (required), ``shards``, ``elementType`` and ``idType`` (``string`` |
@@ -49,6 +50,7 @@ def columns(binary: bool, binary_id: bool) -> dict[str, DataType]:
         "element": BinaryType() if binary else StringType(),
         "due": TimestampType(),
         "shard": IntegerType(),
+        "deliveries": IntegerType(),
         "state": StringType(),
     }
 
@@ -84,13 +86,19 @@ class DehydratorSnapshotReader(DataSourceReader):
         shard, label = partition.shard, self.opts.label(partition.shard)
         keys = DehydratorKeys(shard_names(self.opts.dehydrator, self.opts.shards)[shard])
         client = self.opts.connection.client()
-        rows = [(e, "parked") for e in parked(client, keys, label)]
-        rows += [(e, "claimed") for e in claimed(client, keys, label)]
+        rows = [(e, "parked", 0) for e in parked(client, keys, label)]
+        rows += [(e, "claimed", delivered) for e, delivered in claimed(client, keys, label)]
         if rows:
-            yield from self.arrow([e for e, _ in rows], [s for _, s in rows], shard, label)
+            elements, states, counts = zip(*rows, strict=True)
+            yield from self.arrow(elements, list(states), list(counts), shard, label)
 
     def arrow(
-        self, elements: Sequence[Element], states: list[str], shard: int, label: str
+        self,
+        elements: Sequence[Element],
+        states: list[str],
+        counts: list[int],
+        shard: int,
+        label: str,
     ) -> Iterator[pa.RecordBatch]:
         """The schema's columns of ``elements``; an id or element that is not UTF-8, read
         as a string, is an error naming it (read it with idType or elementType binary)."""
@@ -109,6 +117,8 @@ class DehydratorSnapshotReader(DataSourceReader):
             data["shard"] = pa.array([shard] * len(elements), pa.int32())
         if "state" in names:
             data["state"] = pa.array(states, pa.string())
+        if "deliveries" in names:  # of an element's claim (0: parked)
+            data["deliveries"] = pa.array(counts, pa.int32())
         table = pa.table({f.name: data[f.name] for f in self.schema.fields})
         arrow = pa.schema(
             [

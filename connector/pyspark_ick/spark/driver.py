@@ -15,10 +15,11 @@ from .planning import cap, shares, top_ups
 
 class ShardLog(Protocol):
     """One shard's numbered log, as the reader uses it (``reservations.ReservationLog``,
-    ``dehydrator.ClaimLog``)."""
+    ``claims.ClaimLog``)."""
 
     label: str
     lease: Lease
+    fates: dict[str, int]  # members its commits retried ("retried") or buried ("dead")
 
     def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved: ...
     def commit(self, through: int, fence: Fence) -> int: ...

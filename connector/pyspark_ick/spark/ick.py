@@ -26,17 +26,21 @@ class DefaultSource(DataSource):
         return "ick"
 
     def schema(self) -> StructType:
-        """The stream schema; Spark asks for it at ``load()`` of a read without a schema
-        given, on the driver: the options are checked here, so a misspelled one fails
-        there, not after ``start()`` (stream or batch cannot be told apart yet: an option
-        of either passes, and the reader checks the exact use later)."""
-        from ..options import READS, check_known
+        """The stream schema (the dead letters' with ``deadLetters=true``); Spark asks for
+        it at ``load()`` of a read without a schema given, on the driver: the options are
+        checked here, so a misspelled one fails there, not after ``start()`` (stream or
+        batch cannot be told apart yet: an option of either passes, and the reader checks
+        the exact use later)."""
+        from ..options import ICK_READ, ICK_STREAM, READS, check_known
+        from .dead_letters_reader import dead_letter_schema, wants_dead_letters
         from .ick_reader import ReaderOptions, stream_schema
 
         if len(self.options) == 0:  # a SQL table's: require_options says why, later
             return stream_schema()
         check_known(self.options, READS["ick"])
-        return stream_schema(ReaderOptions.parse(self.options).binary)
+        if wants_dead_letters(self.options):  # a batch read's only
+            return dead_letter_schema(ReaderOptions.parse(self.options, ICK_READ).binary)
+        return stream_schema(ReaderOptions.parse(self.options, ICK_STREAM).binary)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .ick_writer import batch_writer
@@ -51,9 +55,12 @@ class DefaultSource(DataSource):
         return stream_writer(self.options, schema, overwrite)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from .dead_letters_reader import dead_letter_reader, wants_dead_letters
         from .ick_snapshot import batch_reader
 
         require_options(self.options, "ick")
+        if wants_dead_letters(self.options):
+            return dead_letter_reader(self.options, schema)
         return batch_reader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:

@@ -42,9 +42,11 @@ from pyspark.sql.types import (
 from ..columns import utf8
 from ..errors import IckConfigError, ShardCountError
 from ..keys import shard_names
+from ..numbered_log import Manifest
 from ..observe import age, server_time
 from ..options import ICK_STREAM, Options
 from ..reservations import ReservationLog
+from ..retries import RetryPolicy
 from ..sharded import ShardedIck
 from .source import Offset, ReservationStreamReader, StreamOptions
 
@@ -55,13 +57,16 @@ def member_type(binary: bool) -> DataType:
 
 
 def stream_schema(binary: bool = False) -> StructType:
-    """``member string|binary, score double, shard int, reservation long``."""
+    """``member string|binary, score double, shard int, reservation long, deliveries int,
+    attempt int``."""
     return StructType(
         [
             StructField("member", member_type(binary), False),
             StructField("score", DoubleType(), False),
             StructField("shard", IntegerType(), False),
             StructField("reservation", LongType(), True),  # a snapshot's queued members: null
+            StructField("deliveries", IntegerType(), False),
+            StructField("attempt", IntegerType(), False),
         ]
     )
 
@@ -73,6 +78,8 @@ def snapshot_columns(binary: bool = False) -> dict[str, DataType]:
         "score": DoubleType(),
         "shard": IntegerType(),
         "reservation": LongType(),
+        "deliveries": IntegerType(),
+        "attempt": IntegerType(),
         "state": StringType(),
     }
 
@@ -89,6 +96,8 @@ ARROW_TYPES = {
     "score": pa.float64(),
     "shard": pa.int32(),
     "reservation": pa.int64(),
+    "deliveries": pa.int32(),
+    "attempt": pa.int32(),
     "state": pa.string(),
 }
 ROWS_PER_BATCH = 65536
@@ -105,13 +114,19 @@ class ReaderOptions(StreamOptions):
 
     ick: str
     binary: bool  # memberType=binary
+    policy: RetryPolicy  # maxAttempts, retryBackoff, retryBackoffMax
 
     @classmethod
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
-        stream = Options(raw, "ick", ICK_STREAM)  # a batch read has no stream options
+        stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
         return cls(
-            **StreamOptions.common(stream, "Members"), ick=o.get("ick"), binary=options_binary(o)
+            **StreamOptions.common(stream, "Members"),
+            ick=o.get("ick"),
+            binary=options_binary(o),
+            policy=RetryPolicy(
+                stream.get("maxAttempts"), stream.get("retryBackoff"), stream.get("retryBackoffMax")
+            ),
         )
 
     def sharded(self) -> ShardedIck:
@@ -123,27 +138,32 @@ class ReaderOptions(StreamOptions):
 
 
 def arrow_batches(
-    entries: Sequence[tuple[int, list[Any]]],
+    entries: Sequence[Manifest],
     shard: int,
     binary: bool = False,
     label: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of ``stream_schema(binary)`` from ``[(reservation, [member, score, ...]), ...]``,
-    by score.
+    """Rows of ``stream_schema(binary)`` from the reservations of a range, by score.
 
     A member in several reservations of the range (re-added while in flight and reserved
     again) appears once: with its lowest score, the first dirty time this delivery covers,
-    and the highest reservation, the one made after its latest add. Without ``binary``, a
-    member that is not UTF-8 raises IckError (``label`` names the shard) before any row is
-    yielded: the batch fails, so its reservations stay until a read delivers them.
+    and the highest reservation, the one made after its latest add. ``attempt`` is 1 plus
+    the member's failed attempts. Without ``binary``, a member that is not UTF-8 raises
+    IckError (``label`` names the shard) before any row is yielded: the batch fails, so
+    its reservations stay until a read delivers them.
     """
     members: list[Any] = []
     scores: list[Any] = []
     numbers: list[int] = []
-    for number, flat in entries:
-        members += flat[0::2]
-        scores += flat[1::2]
-        numbers += [number] * (len(flat) // 2)
+    deliveries: list[int] = []
+    attempts: list[int] = []
+    for entry in entries:
+        count = len(entry.items) // 2
+        members += entry.items[0::2]
+        scores += entry.items[1::2]
+        numbers += [entry.number] * count
+        deliveries += [entry.deliveries] * count
+        attempts += entry.attempts or [0] * count
     if not members:
         return
     column = pa.array(members, pa.binary())
@@ -160,17 +180,20 @@ def arrow_batches(
             "member": column,
             "score": pc.cast(pa.array(scores, pa.string()), pa.float64()),
             "reservation": pa.array(numbers, pa.int64()),
+            "deliveries": pa.array(deliveries, pa.int32()),
+            "attempt": pc.add(pa.array(attempts, pa.int32()), 1),
         }
     )
     if len(entries) > 1 and len(set(members)) < len(members):
+        highest = ("reservation", "deliveries", "attempt")
         folded = table.group_by("member", use_threads=False).aggregate(
-            [("score", "min"), ("reservation", "max")]
+            [("score", "min"), *((name, "max") for name in highest)]
         )
         table = pa.table(
             {
                 "member": folded["member"],
                 "score": folded["score_min"],
-                "reservation": folded["reservation_max"],
+                **{name: folded[f"{name}_max"] for name in highest},
             }
         )
     if len(entries) > 1:
@@ -214,17 +237,22 @@ class IckStreamReader(ReservationStreamReader):
         return report
 
     def open_log(self, shard: int) -> ReservationLog:
-        return ReservationLog(
+        log = ReservationLog(
             self.opts.connection.client(),
             shard_names(self.opts.ick, self.opts.shards)[shard],
             self.opts.label(shard),
         )
+        log.policy = self.opts.policy
+        return log
 
     def arrow(
         self, shard_log: ReservationLog, shard: int, start: int, end: int
     ) -> Iterator[pa.RecordBatch]:
         return arrow_batches(
-            shard_log.read(start, end), shard, self.opts.binary, self.opts.label(shard)
+            shard_log.read(start, end, self.delivery_token),
+            shard,
+            self.opts.binary,
+            self.opts.label(shard),
         )
 
     # Offsets of a checkpoint name reservation numbers of the shards it was written with:

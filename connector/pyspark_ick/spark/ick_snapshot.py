@@ -22,7 +22,9 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..columns import utf8
-from ..keys import shard_names
+from ..ick import Ick
+from ..keys import IckKeys, shard_names
+from ..numbered_log import deliveries
 from ..options import ICK_READ
 from ..snapshots import snapshot
 from ..values import text
@@ -55,8 +57,11 @@ class IckSnapshotReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
         key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
-        query = self.selection.query(partition.members, "reservation" in self.schema.names)
-        pset, cset, holder = snapshot(self.opts.connection.client(), key, query)
+        names = set(self.schema.names)
+        held = bool(names & {"reservation", "deliveries"})
+        query = self.selection.query(partition.members, held)
+        client = self.opts.connection.client()
+        pset, cset, holder = snapshot(client, key, query)
         members = pset[0::2] + cset[0::2]
         queued = len(pset) // 2
         column = pa.array(members, pa.binary())
@@ -67,12 +72,19 @@ class IckSnapshotReader(DataSourceReader):
                 lambda _, member: f"member {member!r}",
                 "memberType",
             )
+        holders = [holder.get(text(m)) for m in members[queued:]] if held else []
         data = {
             "score": [float(s) for s in pset[1::2]] + [float(s) for s in cset[1::2]],
             "shard": [partition.shard] * len(members),
-            "reservation": [None] * queued + [holder.get(text(m)) for m in members[queued:]],
+            "reservation": [None] * queued + holders,
             "state": ["queued"] * queued + ["reserved"] * (len(members) - queued),
         }
+        if "deliveries" in names:  # of the reservation holding it; 0 when queued
+            open_ = (h for h in holders if h is not None)
+            counted = deliveries(client, IckKeys(key).rlog, open_, self.opts.label(partition.shard))
+            data["deliveries"] = [0] * queued + [counted.get(h, 0) if h else 0 for h in holders]
+        if "attempt" in names:
+            data["attempt"] = [n + 1 for n in Ick(client, key).attempts(*members)]
         table = pa.table(
             {
                 f.name: column

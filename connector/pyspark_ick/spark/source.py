@@ -152,6 +152,10 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self.min_per_partition = opts.min_per_partition
         self.lease_ms = opts.lease_ms
         self.consumer_id = opts.consumer_id
+        # Counts deliveries: the first read of a batch by this query run (every copy of
+        # this reader on the executors carries it) is one delivery more; a restarted
+        # query, a new reader, replays it as the next delivery (lua/log_read.lua).
+        self.delivery_token = uuid.uuid4().hex
         self._reset()
 
     # --- what a source provides ------------------------------------------------------
@@ -284,7 +288,14 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if self._latest is None:
             return None
         try:
-            return {"reservations": self._latest, **self.backlog_report(self._driver())}
+            logs = self._driver()
+            fates = {k: sum(log_.fates[k] for log_ in logs) for k in ("retried", "dead")}
+            return {
+                "reservations": self._latest,
+                **self.backlog_report(logs),
+                "retriedMembers": fates["retried"],
+                "deadLetters": fates["dead"],
+            }
         except Exception as exc:  # noqa: BLE001 - a report must not fail the query
             logger.warning("backlog report failed: %s", exc)
             return {"reservations": self._latest}
