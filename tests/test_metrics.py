@@ -3,37 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import urllib.request
-from typing import Any
 
-from support import cli_command
+from support import cli_command, scrape, served
 
 from pyspark_ick import Dehydrator, ShardedIck
-from pyspark_ick.metrics import serve
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import free_port, wait_until
-
-
-def scrape(port: int) -> dict[str, float]:
-    """``{'name{labels}': value}`` of a /metrics page (comments left out)."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
-        body = reply.read().decode()
-    out = {}
-    for line in body.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
-def served(client: Any) -> dict[str, float]:
-    """One scrape of the exporter ``serve(client, port)`` runs on a free port."""
-    port = free_port()
-    server = serve(client, port)
-    try:
-        return scrape(port)
-    finally:
-        server.shutdown()
 
 
 def test_metrics_of_every_ick_and_dehydrator(client):

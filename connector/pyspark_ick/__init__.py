@@ -25,7 +25,7 @@ from .ick import Ick
 from .keys import shard_of
 from .sharded import ShardedIck
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "DefaultSource",

@@ -15,9 +15,11 @@ from typing import Any
 
 from . import scripts
 from .clients import Client
+from .dead_letters import DeadLetters
 from .dehydrator import Dehydrator
 from .observe import stats
 from .registry import registered
+from .sharded import ShardedIck
 
 
 class Collector:
@@ -41,7 +43,15 @@ class Collector:
             ["ick", "shard"],
         )
         lease = gauge("lease_held", "1 when a consumer holds the shard's lease", ["ick", "shard"])
+        waiting = gauge(
+            "retrying", "members the sink failed on, waiting for a retry", ["ick", "shard"]
+        )
+        dead = gauge("dead_letters", "members set aside after their last attempt", ["ick", "shard"])
         for name, shards in sorted(registered(self.client, "ick").items()):
+            letters = DeadLetters(ShardedIck(self.client, name, shards))
+            for i, (d, r) in enumerate(zip(letters.count(), letters.retrying(), strict=True)):
+                dead.add_metric([name, str(i)], d)
+                waiting.add_metric([name, str(i)], r)
             for row in stats(self.client, name, shards)["rows"]:
                 labels = [name, str(row["shard"])]
                 queued.add_metric(labels, row["queued"])
@@ -50,7 +60,7 @@ class Collector:
                 if row["oldest_queued_age_s"] is not None:
                     age.add_metric(labels, row["oldest_queued_age_s"])
                 lease.add_metric(labels, 1 if row["lease_owner"] else 0)
-        yield from (queued, reserved, opened, age, lease)
+        yield from (queued, reserved, opened, age, lease, waiting, dead)
         yield from self._dehydrators(gauge)
 
     def _dehydrators(self, gauge: Any) -> Iterator[Any]:

@@ -7,6 +7,7 @@
     pyspark-ick reshard NAME --to N [--shards S] [--yes]
     pyspark-ick release NAME [--shards N]
     pyspark-ick metrics --port PORT [--bind ADDRESS]
+    pyspark-ick dead list|count|redrive|purge NAME ...
     pyspark-ick dehydrator stats|peek|look|ttn|push|pull|release NAME ...
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``

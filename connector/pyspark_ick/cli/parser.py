@@ -11,6 +11,7 @@ from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
 from ..options import parse_duration_ms
+from .dead_commands import cmd_dead_count, cmd_dead_list, cmd_dead_purge, cmd_dead_redrive
 from .dehydrator_commands import (
     cmd_dh_peek,
     cmd_dh_release,
@@ -203,6 +204,26 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_release,
         "hand a dead query's reservations back to the queue and drop its leases",
     )
+
+    dead = commands.add_parser(
+        "dead",
+        parents=[common],
+        help="an Ick's dead letters: list, count, redrive, purge",
+        description="The dead letters of an Ick: members set aside after their last attempt",
+    )
+    dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
+    sub = command(dead_commands, "list", cmd_dead_list, "the dead letters, oldest first")
+    sub.add_argument("-n", type=positive_int, default=20, help="how many (default 20)")
+    sub.add_argument("--json", action="store_true", help="JSON lines")
+    sub = command(dead_commands, "count", cmd_dead_count, "dead letters and retries waiting")
+    sub.add_argument("--json", action="store_true", help="JSON output")
+    for name, run, help in (
+        ("redrive", cmd_dead_redrive, "queue dead letters again, attempts from 0 (all or MEMBERs)"),
+        ("purge", cmd_dead_purge, "drop dead letters for good (all or MEMBERs)"),
+    ):
+        sub = command(dead_commands, name, run, help)
+        sub.add_argument("members", nargs="*", metavar="MEMBER")
+        sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     dh = commands.add_parser(
         "dehydrator",
