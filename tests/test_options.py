@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pyspark_ick import IckConfigError, ShardedIck
-from pyspark_ick.options import (
+from pyspark_ick.option_table import (
     CONNECTION_OPTIONS,
     DH_READ,
     DH_STREAM,
@@ -18,9 +18,9 @@ from pyspark_ick.options import (
     ICK_WRITE,
     OPTIONS,
     USES,
-    check_known,
     taken_by,
 )
+from pyspark_ick.options import check_known
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

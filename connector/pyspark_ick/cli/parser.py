@@ -205,13 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
         "hand a dead query's reservations back to the queue and drop its leases",
     )
 
-    dead = commands.add_parser(
+    def group(name: str, help: str, description: str) -> Any:
+        """A command of commands (``dead list``, ``dehydrator look``)."""
+        found = commands.add_parser(name, parents=[common], help=help, description=description)
+        return found.add_subparsers(dest=f"{name}_command", required=True, metavar="COMMAND")
+
+    dead_commands = group(
         "dead",
-        parents=[common],
-        help="an Ick's dead letters: list, count, redrive, purge",
-        description="The dead letters of an Ick: members set aside after their last attempt",
+        "an Ick's dead letters: list, count, redrive, purge",
+        "The dead letters of an Ick: members set aside after their last attempt",
     )
-    dead_commands = dead.add_subparsers(dest="dead_command", required=True, metavar="COMMAND")
     sub = command(dead_commands, "list", cmd_dead_list, "the dead letters, oldest first")
     sub.add_argument("-n", type=positive_int, default=20, help="how many (default 20)")
     sub.add_argument("--json", action="store_true", help="JSON lines")
@@ -225,13 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("members", nargs="*", metavar="MEMBER")
         sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
-    dh = commands.add_parser(
+    dh_commands = group(
         "dehydrator",
-        parents=[common],
-        help="stats, peek, look, ttn, push, pull, release on a dehydrator",
-        description="A dehydrator: ReDe's commands, stats, peek and release",
+        "stats, peek, look, ttn, push, pull, release on a dehydrator",
+        "A dehydrator: ReDe's commands, stats, peek and release",
     )
-    dh_commands = dh.add_subparsers(dest="dh_command", required=True, metavar="COMMAND")
     for name, run, help in (
         ("look", cmd_look, "show the element of ID, leaving it"),
         ("pull", cmd_pull, "remove ID and show its element"),

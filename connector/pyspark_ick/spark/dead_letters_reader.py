@@ -24,7 +24,8 @@ from pyspark.sql.types import (
 from ..columns import utf8
 from ..dead_letters import DeadLetters
 from ..errors import IckConfigError
-from ..options import ICK_READ, Options
+from ..option_table import ICK_READ
+from ..options import Options
 from ..values import as_bytes
 from .batch import ShardPartition
 from .ick_reader import ReaderOptions, member_type

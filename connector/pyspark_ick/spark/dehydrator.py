@@ -31,7 +31,8 @@ class DefaultSource(DataSource):
     def schema(self) -> StructType:
         """The stream schema, asked for at ``load()`` of a read without a schema given, on
         the driver: the options are checked here (see spark/ick.py)."""
-        from ..options import READS, check_known
+        from ..option_table import READS
+        from ..options import check_known
         from .dehydrator_reader import SourceOptions, source_schema
 
         if len(self.options) == 0:  # a SQL table's: require_options says why, later

@@ -34,7 +34,8 @@ from ..claims import ClaimLog, Entry
 from ..columns import utf8
 from ..dehydrator import Dehydrator
 from ..errors import IckConfigError
-from ..options import DH_STREAM, Options
+from ..option_table import DH_STREAM
+from ..options import Options
 from ..values import as_bytes
 from .source import ReservationStreamReader, StreamOptions
 
@@ -161,16 +162,8 @@ class DehydratorStreamReader(ReservationStreamReader):
             self.opts.connection.client(), self.opts.dehydrator, self.opts.shards, decode=False
         ).claim_log(shard)  # Arrow checks UTF-8
 
-    def arrow(
-        self, shard_log: ClaimLog, shard: int, start: int, end: int
-    ) -> Iterator[pa.RecordBatch]:
-        return claims_arrow(
-            shard_log.read(start, end, self.delivery_token),
-            shard,
-            self.opts.binary,
-            f"{shard_log.label} (claims {start + 1}-{end})",
-            self.opts.binary_id,
-        )
+    def arrow(self, entries: list[Entry], shard: int, label: str) -> Iterator[pa.RecordBatch]:
+        return claims_arrow(entries, shard, self.opts.binary, label, self.opts.binary_id)
 
 
 def stream_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorStreamReader:

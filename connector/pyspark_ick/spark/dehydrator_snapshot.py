@@ -35,7 +35,8 @@ from ..connection import ConnectionSpec
 from ..dehydrator import Dehydrator
 from ..dehydrator_view import Element, claimed, parked
 from ..keys import DehydratorKeys, shard_names
-from ..options import DH_READ, Options
+from ..option_table import DH_READ
+from ..options import Options
 from ..values import text
 from .batch import ShardPartition, check_columns
 from .dehydrator_reader import FORMAT, ROWS_PER_BATCH, DehydratorRead, id_array

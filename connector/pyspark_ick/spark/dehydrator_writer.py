@@ -38,7 +38,8 @@ from pyspark.sql.types import (
 from ..columns import buffers
 from ..dehydrator import Dehydrator
 from ..errors import IckConfigError, IckError
-from ..options import DH_WRITE, Options
+from ..option_table import DH_WRITE
+from ..options import Options
 from ..values import MAX_TTL_MS
 from .sink import Counts, Target
 

@@ -4,7 +4,7 @@ reserved and committed through them (fenced calls, planned by planning.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..lease import Fence, Lease
 from ..numbered_log import Reserved
@@ -26,6 +26,7 @@ class ShardLog(Protocol):
     def last_committed(self) -> int: ...
     def repeated(self) -> int: ...
     def backlog(self) -> int: ...
+    def read(self, start: int, end: int, token: str = "") -> Any: ...
 
 
 def max_rows(limit: ReadLimit) -> int | None:

@@ -25,7 +25,8 @@ import pyarrow as pa
 from ..connection import ConnectionSpec
 from ..errors import IckConfigError
 from ..keys import IckKeys, shard_names
-from ..options import ICK_STREAM, Options
+from ..option_table import ICK_STREAM
+from ..options import Options
 from ..retries import group_failures, hand_back
 
 logger = logging.getLogger("pyspark_ick.failures")

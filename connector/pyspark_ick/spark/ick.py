@@ -31,7 +31,8 @@ class DefaultSource(DataSource):
         checked here, so a misspelled one fails there, not after ``start()`` (stream or
         batch cannot be told apart yet: an option of either passes, and the reader checks
         the exact use later)."""
-        from ..options import ICK_READ, ICK_STREAM, READS, check_known
+        from ..option_table import ICK_READ, ICK_STREAM, READS
+        from ..options import check_known
         from .dead_letters_reader import dead_letter_schema, wants_dead_letters
         from .ick_reader import ReaderOptions, stream_schema
 

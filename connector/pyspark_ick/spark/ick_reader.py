@@ -44,7 +44,8 @@ from ..errors import IckConfigError, ShardCountError
 from ..keys import shard_names
 from ..numbered_log import Manifest
 from ..observe import age, server_time
-from ..options import ICK_STREAM, Options
+from ..option_table import ICK_STREAM
+from ..options import Options
 from ..reservations import ReservationLog
 from ..retries import RetryPolicy
 from ..sharded import ShardedIck
@@ -245,15 +246,8 @@ class IckStreamReader(ReservationStreamReader):
         log.policy = self.opts.policy
         return log
 
-    def arrow(
-        self, shard_log: ReservationLog, shard: int, start: int, end: int
-    ) -> Iterator[pa.RecordBatch]:
-        return arrow_batches(
-            shard_log.read(start, end, self.delivery_token),
-            shard,
-            self.opts.binary,
-            self.opts.label(shard),
-        )
+    def arrow(self, entries: list[Manifest], shard: int, label: str) -> Iterator[pa.RecordBatch]:
+        return arrow_batches(entries, shard, self.opts.binary, label)
 
     # Offsets of a checkpoint name reservation numbers of the shards it was written with:
     # after a reshard they name shards of another layout, whose reservations went back to

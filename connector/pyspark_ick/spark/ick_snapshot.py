@@ -25,7 +25,7 @@ from ..columns import utf8
 from ..ick import Ick
 from ..keys import IckKeys, shard_names
 from ..numbered_log import deliveries
-from ..options import ICK_READ
+from ..option_table import ICK_READ
 from ..snapshots import snapshot
 from ..values import text
 from .batch import ShardPartition, check_columns

@@ -41,7 +41,8 @@ from pyspark.sql.types import (
 from ..columns import pack_pairs
 from ..errors import IckConfigError, IckError
 from ..keys import shard_of
-from ..options import ICK_WRITE, Options
+from ..option_table import ICK_WRITE
+from ..options import Options
 from ..sharded import ShardedIck
 from .sink import BatchWriter, Counts, StreamWriter, Target
 

@@ -2,11 +2,11 @@
 sources: micro-batches are numbered reservations (claims) per shard.
 
 A source subclasses ``ReservationStreamReader``: ``open_log(shard)`` returns the client
-log of one shard (``reservations.ReservationLog``, ``dehydrator.ClaimLog``: the ``ShardLog``
+log of one shard (``reservations.ReservationLog``, ``claims.ClaimLog``: the ``ShardLog``
 protocol of driver.py: a label, the shard's ``lease``, fenced ``reserve`` and ``commit``,
-``last_committed``, ``repeated``, ``backlog``), and ``arrow(shard_log, shard, start, end)``
-turns reservations ``start < r <= end`` into RecordBatches of the source's schema (on the
-executors).
+``last_committed``, ``repeated``, ``backlog``, ``read``), and ``arrow(entries, shard,
+label)`` turns what ``read`` gave for a range into RecordBatches of the source's schema (on
+the executors), with the reader's delivery token (deliveries, docs/design.md §11).
 
 The protocol: offsets are ``{"<shard>": last reservation number}``; ``initialOffset`` is
 the last committed number of each shard, so a new query first re-delivers what an earlier
@@ -165,8 +165,9 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         """The log of ``shard`` (called on the driver and on executors)."""
 
     @abstractmethod
-    def arrow(self, shard_log: Any, shard: int, start: int, end: int) -> Iterator[pa.RecordBatch]:
-        """RecordBatches of reservations ``start < r <= end`` of ``shard_log`` (executors)."""
+    def arrow(self, entries: Any, shard: int, label: str) -> Iterator[pa.RecordBatch]:
+        """RecordBatches of ``entries``: what the shard log's ``read`` gave for a range of
+        ``shard`` (executors); ``label`` names the shard and range in errors."""
 
     def backlog(self, shard_log: ShardLog) -> int:
         """Items that reserves would take now from the shard (the AvailableNow budget)."""
@@ -319,7 +320,9 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             logger.debug("read %s %s %s", part.shard, part.start, part.end)
             rows = 0
             shard_log = self.open_log(part.shard)
-            for batch in self.arrow(shard_log, part.shard, part.start, part.end):
+            entries = shard_log.read(part.start, part.end, self.delivery_token)
+            label = f"{shard_log.label} ({part.start + 1}-{part.end})"
+            for batch in self.arrow(entries, part.shard, label):
                 rows += batch.num_rows
                 yield batch
                 protocol_point("during_read")
