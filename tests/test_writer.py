@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from packing import decode_rows
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DataType,
     DoubleType,
     IntegerType,
@@ -270,6 +271,10 @@ BAD_SCHEMAS = [
     (
         schema(StringType(), StringType()),
         "score column 'score' has type string; expected a numeric or timestamp column",
+    ),
+    (
+        schema(StringType(), BooleanType()),  # True is no score (it would be stored as 1.0)
+        "score column 'score' has type boolean; expected a numeric or timestamp column",
     ),
     (schema(ArrayType(IntegerType()), DoubleType()), "member column 'member' has type array<int>"),
     (schema(DoubleType()), "member column 'member' has type double"),
