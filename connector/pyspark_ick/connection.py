@@ -89,8 +89,9 @@ def connect(
     it (a Sentinel URL is never a cluster). Transient errors (Redis restarting, loading,
     failing over) are retried with backoff for ``retry_timeout`` seconds, here and by every
     call of the connector that uses the client (pyspark_ick.retry); a refused password or
-    certificate fails at once. ``wait_replicas`` > 0: the producers' writes through this
-    client return once that many replicas have them (pyspark_ick.replication).
+    certificate fails at once. ``wait_replicas`` > 0: the writes through this client (adds,
+    parks, a stream reader's reservations and commits) return once that many replicas have
+    them (pyspark_ick.replication; on a cluster, the replicas of each primary written).
     Extra keyword arguments go to redis-py (``ssl_ca_certs=...``, ``decode_responses``).
     """
     check_url(url)
@@ -146,9 +147,6 @@ def connect(
         raise connection_error(exc, url) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}") from None
-    if wait_replicas and isinstance(client, redis.RedisCluster):
-        client.close()
-        raise IckConfigError(replication.NOT_ON_CLUSTER)
     settings(client).retry_timeout = retry_timeout
     replication.configure(client, wait_replicas, wait_timeout)
     return client

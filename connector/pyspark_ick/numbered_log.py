@@ -6,7 +6,10 @@ Items move from a shard's live store into numbered manifests by bounded *reserve
 manifests); they are read back by number, any number of times, and leave when the log is
 *committed* through a number. The counters live in the log hash: the head field (the last
 number made), ``committed`` and ``size:<n>`` of each open manifest. Reserve and commit
-take the ``Fence`` of the shard's lease and check it inside their Lua (I5).
+take the ``Fence`` of the shard's lease and check it inside their Lua (I5). With
+redis.waitReplicas, a reserve or commit returns once the replicas have it
+(replication.write; both are replay-safe), so an offset Spark logs names manifests that
+survive a failover.
 
 The client names the next manifest from the last number it saw; a script that finds the
 log elsewhere (a replayed call whose reply was lost) does nothing and says where the log
@@ -21,7 +24,7 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
-from . import bounds, scripts
+from . import bounds, replication, scripts
 from .clients import Client
 from .errors import IckError
 from .keys import ShardKeys
@@ -138,7 +141,14 @@ class NumberedLog:
     def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
         """Move up to ``limit`` items (None: all) into new manifests, at most
         ``bounds.MOVES_PER_CALL`` per call and manifest. Manifests past ``after`` that
-        exist already count against ``limit``; LeaseLost when ``fence`` lost the lease."""
+        exist already count against ``limit``; LeaseLost when ``fence`` lost the lease.
+        With redis.waitReplicas, returns once the replicas have them (replication.write:
+        run again, a replay finds the manifests past ``after`` and counts them)."""
+        return replication.write(
+            self.client, lambda c: self._reserve(c, limit, after, fence), what=self.label
+        )
+
+    def _reserve(self, client: Client, limit: int | None, after: int, fence: Fence) -> Reserved:
         head = max(self._head if self._head is not None else self.counters()[0], after)
         moved = stale = 0
         pending = -1  # -1: the first call counts the open manifests
@@ -153,7 +163,7 @@ class NumberedLog:
                 self.now(),
             ]
             reply = scripts.run(
-                self.client, self.reserve_script, self.reserve_keys(head), argv, what=self.label
+                client, self.reserve_script, self.reserve_keys(head), argv, what=self.label
             )
             head, got, pending = int(reply[0]), int(reply[1]), int(reply[2])
             requeued = int(reply[3]) if len(reply) > 3 else 0  # put back into the queue
@@ -200,14 +210,20 @@ class NumberedLog:
         return out
 
     def commit(self, through: int, fence: Fence) -> int:
-        """Commit every manifest ``<= through`` (idempotent); returns the last committed."""
+        """Commit every manifest ``<= through`` (idempotent); returns the last committed.
+        With redis.waitReplicas, once the replicas have the commit (replication.write)."""
+        return replication.write(
+            self.client, lambda c: self._commit(c, through, fence), what=self.label
+        )
+
+    def _commit(self, client: Client, through: int, fence: Fence) -> int:
         committed = self._committed if self._committed is not None else self.counters()[1]
         stale = 0
         while True:
             last = min(through, committed + bounds.KEYS_PER_CALL)
             argv = [int(through), *fence_args(fence), committed, bounds.ITEMS_PER_CALL]
             reply = scripts.run(
-                self.client,
+                client,
                 self.commit_script,
                 self.commit_keys(range(committed + 1, last + 1)),
                 argv + ([self.policy.arg()] if self.policy else []),

@@ -81,15 +81,16 @@ OPTIONS = (
     ),
     _option(
         "redis.waitReplicas",
-        (ICK_WRITE, DH_WRITE),
+        (ICK_WRITE, DH_WRITE, ICK_STREAM, DH_STREAM),
         "integer",
         0,
-        "replicas that must have a write before it counts as done (WAIT; 0: no wait)",
+        "replicas that must have a write, reservation or commit before it counts as done "
+        "(WAIT; 0: no wait)",
         minimum=0,
     ),
     _option(
         "redis.waitTimeout",
-        (ICK_WRITE, DH_WRITE),
+        (ICK_WRITE, DH_WRITE, ICK_STREAM, DH_STREAM),
         "duration",
         round(DEFAULT_WAIT_TIMEOUT * 1000),
         "how long a write waits for its replicas",
