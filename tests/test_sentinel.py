@@ -9,7 +9,8 @@
 - a stream query and a producer riding out kill -9 of the primary and SENTINEL FAILOVER;
 - redis.waitReplicas: a write returns once replicas have it, or fails naming the option;
   kill -9 of a primary whose replicas lag loses acknowledged adds without it (the control)
-  and none with it.
+  and none with it; a stream reader with it delivers no batch whose reservation only the
+  primary has, so a batch replayed after the failover holds what it held (I3).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from redis_faults import (
     wait_promoted,
     wait_replicated,
 )
-from support import Sink, cli_command, stop_all, stream
+from support import Sink, cli_command, failure_of, stop_all, stream
 
 from pyspark_ick import (
     Dehydrator,
@@ -48,7 +49,8 @@ from pyspark_ick import (
     connect,
 )
 from pyspark_ick.connection import ConnectionSpec
-from pyspark_ick.testing import SentinelSet, free_port, start_sentinels, wait_until
+from pyspark_ick.keys import IckKeys
+from pyspark_ick.testing import RedisServer, SentinelSet, free_port, start_sentinels, wait_until
 from pyspark_ick.urls import check_url, parse_sentinel, redact, secrets, where
 
 SECRET, SENTINEL_SECRET = "primary-secret-1", "sentinel-secret-2"
@@ -249,12 +251,14 @@ def doomed() -> Iterator[SentinelSet]:
     found.stop()
 
 
-def stream_of(spark: Any, url: str, ick: str, shards: int, checkpoint: str) -> tuple[Any, Sink]:
+def stream_of(
+    spark: Any, url: str, ick: str, shards: int, checkpoint: str, **more: Any
+) -> tuple[Any, Sink]:
     """A stream query of ``ick`` (40 members a batch at most, this suite's retry and lease
-    settings) into a new Sink: (query, sink)."""
+    settings, ``more`` options) into a new Sink: (query, sink)."""
     sink = Sink()
     options = {"redis.url": url, "ick": ick, "shards": shards, "maxMembersPerTrigger": 40}
-    return stream(spark, "ick", {**options, **RETRY}, sink, checkpoint), sink
+    return stream(spark, "ick", {**options, **RETRY, **more}, sink, checkpoint), sink
 
 
 @pytest.mark.parametrize("how", ["kill -9", "SENTINEL FAILOVER"])
@@ -300,7 +304,7 @@ def test_wait_replicas_confirms_or_fails_naming_the_option(spark, calm):
     waited = connect(calm.url, wait_replicas=2, wait_timeout=2)
     assert ShardedIck(waited, "w", 2).add({"a": 1.0, "b": 2.0}) == (2, 0)
     assert Dehydrator(waited, "wd").park(["i"], ["e"], [0]) == (1, 0)
-    too_many = connect(calm.url, wait_replicas=3, wait_timeout=0.2)
+    too_many = connect(calm.url, wait_replicas=3, wait_timeout=0.2, retry_timeout=0.5)
     with pytest.raises(
         ReplicationError, match=r"only 2 of the 3 replica\(s\).*redis\.waitReplicas"
     ):
@@ -311,7 +315,9 @@ def test_wait_replicas_confirms_or_fails_naming_the_option(spark, calm):
     with pytest.raises(Exception, match=r"redis\.waitReplicas"):
         df.write.format("ick").option("redis.url", calm.url).option("ick", "w").option(
             "shards", 2
-        ).option("redis.waitReplicas", 3).option("redis.waitTimeout", "200ms").mode("append").save()
+        ).option("redis.waitReplicas", 3).option("redis.waitTimeout", "200ms").option(
+            "redis.retryTimeout", "500ms"
+        ).mode("append").save()
     df.write.format("ick").option("redis.url", calm.url).option("ick", "w").option(
         "shards", 2
     ).option("redis.waitReplicas", 2).mode("append").save()
@@ -319,11 +325,6 @@ def test_wait_replicas_confirms_or_fails_naming_the_option(spark, calm):
         spark.read.format("ick").option("redis.url", calm.url).option("ick", "w").option(
             "redis.waitReplicas", 1
         ).load().collect()
-
-
-def test_wait_replicas_is_refused_on_a_cluster(cluster_url):
-    with pytest.raises(IckConfigError, match="not for Redis Cluster"):
-        connect(cluster_url, wait_replicas=1)
 
 
 class Adder(Loop):
@@ -346,17 +347,31 @@ class Adder(Loop):
         return sum(1 for at in list(self.acked.values()) if at > moment)
 
 
-def kill_with_replicas_behind(sentinels: SentinelSet, adder: Adder) -> tuple[float, int]:
+def kill_with_replicas_behind(
+    sentinels: SentinelSet, adder: Adder, waiting: int = 0
+) -> tuple[float, int]:
     """kill -9 of the primary while its replicas lag (replicas_behind), adds going on;
-    returns (seconds to the promotion, adds acknowledged while the replicas lagged)."""
+    returns (seconds to the promotion, adds acknowledged while the replicas lagged).
+    ``waiting`` > 0: the kill comes once that many clients wait in WAIT for the replicas
+    (a waiting adder, a waiting reader: each has a write only the primary has), else
+    0.3 s into the lag."""
     with replicas_behind(sentinels) as primary:
         lagging = time.monotonic()
-        time.sleep(0.3)  # adds the replicas will never see (unless the adder waited)
+        if waiting:
+            wait_until(lambda: blocked(primary) >= waiting, timeout=10, what=f"{waiting} in WAIT")
+        else:
+            time.sleep(0.3)  # adds the replicas will never see (unless the adder waited)
         kill(primary)
         killed = time.monotonic()
         during = adder.acked_since(lagging)
     wait_promoted(sentinels, primary)
     return time.monotonic() - killed, during
+
+
+def blocked(server: RedisServer) -> int:
+    """Clients of ``server`` blocked (in WAIT, here: nothing else blocks)."""
+    with server.client(socket_timeout=2) as c:
+        return int(c.info("clients")["blocked_clients"])
 
 
 def test_without_wait_replicas_such_a_kill_loses_acknowledged_adds(doomed):
@@ -382,15 +397,20 @@ def test_without_wait_replicas_such_a_kill_loses_acknowledged_adds(doomed):
 
 
 def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, doomed, tmp_path):
+    """The adder and the reader both wait for a replica. The primary is killed once both
+    wait in WAIT behind the frozen replicas (a state, not a race with the trigger: this
+    test once failed, "batch 4 was delivered empty", when the reader did not wait and a
+    reservation Spark had logged died with the primary)."""
     ick, shards, url = "kept", 2, doomed.url
     adder = Adder(
         connect(url, timeout=2, retry_timeout=30, wait_replicas=1, wait_timeout=20), ick, shards
     )
-    query, sink = stream_of(spark, url, ick, shards, str(tmp_path / "ckpt"))
+    waits = {"redis.waitReplicas": 1, "redis.waitTimeout": "20s"}
+    query, sink = stream_of(spark, url, ick, shards, str(tmp_path / "ckpt"), **waits)
     try:
         adder.start()
         wait_running(query, lambda: len(sink.snapshot()) >= 3, 60, "three batches")
-        failed_over, during = kill_with_replicas_behind(doomed, adder)
+        failed_over, during = kill_with_replicas_behind(doomed, adder, waiting=2)
         back = time.monotonic()
         wait_running(
             query,
@@ -409,3 +429,62 @@ def test_wait_replicas_loses_no_acknowledged_add_when_the_primary_dies(spark, do
         f"redis.waitReplicas=1: promoted in {failed_over:.1f} s; all {len(adder.acked)} "
         f"acknowledged adds delivered, {len(adder.errors)} refused"
     )
+
+
+class FailOnce(Sink):
+    """A Sink that fails one batch, so that a restarted query replays it: the first batch
+    holding a reservation past ``frozen`` (made while the replicas were frozen), or, once
+    ``killed`` is set, the first batch at all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frozen: int | None = None
+        self.killed = False
+        self.failed: int | None = None
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        super().__call__(df, batch_id)
+        rows = self.snapshot()[-1].rows
+        past = self.frozen is not None and any(r.reservation > self.frozen for r in rows)
+        if self.failed is None and (past or self.killed):
+            self.failed = batch_id
+            raise RuntimeError(f"the sink fails batch {batch_id} on purpose")
+
+
+READERS_WAIT = 1
+"""The reader's redis.waitReplicas in the next test (0 shows it fail: an empty replay)."""
+
+
+def test_a_batch_replayed_after_a_failover_holds_what_it_held(spark, doomed, tmp_path):
+    """I3 across a failover: a batch that the sink fails, replayed by the restarted query
+    after kill -9 of the primary, holds exactly the members it held. The reader waits for
+    a replica, so no batch is delivered whose reservation only the primary has: the kill
+    comes while the reader waits in WAIT for its frozen replicas, and the batch is
+    reserved again on the promoted replica."""
+    ick, url, members = "replayed", doomed.url, {f"m{i}": float(i) for i in range(400)}
+    ShardedIck(connect(url, wait_replicas=2), ick, 1).add(members)
+    options = {"redis.url": url, "ick": ick, "maxMembersPerTrigger": 40, **RETRY}
+    options.update({"redis.waitReplicas": READERS_WAIT, "redis.waitTimeout": "20s"})
+    sink, checkpoint, query = FailOnce(), str(tmp_path / "ckpt"), None
+    try:
+        query = stream(spark, "ick", options, sink, checkpoint)
+        wait_running(query, lambda: len(sink.snapshot()) >= 2, 60, "two batches")
+        with replicas_behind(doomed) as primary:
+            with primary.client() as c:  # what the reader reserves from here on dies
+                sink.frozen = int(c.hget(IckKeys(ick).rlog, "reserved") or 0)
+            wait_until(
+                lambda: not query.isActive or blocked(primary) >= 1,
+                timeout=10,
+                what="the reader waiting for its replicas, or a batch past them failed",
+            )
+            sink.killed = True
+            kill(primary)
+        wait_promoted(doomed, primary)
+        assert "on purpose" in failure_of(query, 120)
+        query = stream(spark, "ick", options, sink, checkpoint, trigger=None)  # the replay
+        assert query.awaitTermination(120) and query.exception() is None
+    finally:
+        stop_all(query)
+    replays = check_deliveries(sink)  # no empty batch, each replay as first delivered
+    assert replays >= 1 and sink.failed is not None
+    assert {r.member for r in sink.rows()} == set(members)
