@@ -5,10 +5,12 @@ the same primary in the same run.
 Writer: ``ShardedIck.add_pairs`` of N members in writes of ``--write`` members (the path of
 ``df.write``/``writeStream`` tasks: one write per Arrow batch, 10,000 rows by default) and
 of single members (``Ick.add`` one at a time: a WAIT round trip per write). Drain: the
-members reserved and committed with ``Ick.exchange`` in batches of 1,000 (consumers never
-WAIT: this shows what a replica costs the primary). Runs alternate, each into a fresh key,
-best of ``--repeat``. waitReplicas=1 with no replica is not measured: it fails after
-``redis.waitTimeout``.
+members reserved and committed with ``Ick.exchange`` in batches of 1,000 (the plain
+consumer never WAITs: this shows what a replica costs the primary), and the stream
+reader's loop (``ReservationLog`` reserve, read, commit of 1,000, the calls of a
+micro-batch) with waitReplicas 0 and 1 (a WAIT after each reserve and each commit). Runs
+alternate, each into a fresh key, best of ``--repeat``. waitReplicas=1 with no replica is
+not measured: it fails after ``redis.retryTimeout``.
 
 Run: ``python bench/bench_replicas.py [--members N] [--write W] [--singles S] [--repeat R]``.
 Starts its own redis-servers; never touches a running server.
@@ -28,6 +30,7 @@ from bench_core import raw_zadd
 from common import Report, timed
 
 from pyspark_ick import Ick, ShardedIck, connect
+from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import HOST, RedisServer, start_binary, wait_until
 
 
@@ -49,6 +52,22 @@ def drain(client: Any, key: str, batch: int = 1000) -> None:
     got = ick.exchange(batch)
     while got:
         got = ick.exchange(batch, commit=[m for m, _ in got])
+
+
+def log_drain(client: Any, key: str, batch: int = 1000) -> None:
+    """Reserve, read and commit every member of Ick ``key`` as the stream reader does,
+    ``batch`` per micro-batch."""
+    log = ReservationLog(client, key)
+    fence = log.lease.acquire("bench", 60_000)
+    number = log.last_committed()
+    while True:
+        head, moved, _ = log.reserve(batch, number, fence)
+        if not moved:
+            break
+        log.read(number, head)
+        log.commit(head, fence)
+        number = head
+    log.lease.release(fence)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,12 +126,19 @@ def main(argv: list[str] | None = None) -> int:
                 runs[f"singles w{n}"] = singles(n)
             times: dict[str, list[float]] = {name: [] for name in runs}
             drains: list[float] = []
+            logs: dict[int, list[float]] = {n: [] for n in ((0, 1) if replica else (0,))}
             for attempt in range(args.repeat):
                 for name, run in runs.items():
                     key = f"{setup[0]}-{name.replace(' ', '-')}-{attempt}"
                     times[name].append(timed(lambda run=run, key=key: run(key)))
                     if name == "writer w0":
                         drains.append(timed(lambda key=key: drain(plain, key)))
+                    raw_client.unlink(key)
+                for n in logs:  # the stream reader's calls, waiting for n replicas
+                    key = f"{setup[0]}-log-w{n}-{attempt}"
+                    writer(0)(key)
+                    waiting = connect(primary.url, wait_replicas=n)
+                    logs[n].append(timed(lambda key=key, c=waiting: log_drain(c, key)))
                     raw_client.unlink(key)
             best = {name: min(t) for name, t in times.items()}
             raw = f"raw ZADD LT, {setup}"
@@ -133,6 +159,13 @@ def main(argv: list[str] | None = None) -> int:
             report.compare(
                 f"drain (exchange 1000), {setup}", args.members / min(drains), "members/s", raw
             )
+            for n, spent in logs.items():
+                report.compare(
+                    f"stream reader's calls (1000 a batch) waitReplicas={n}, {setup}",
+                    args.members / min(spent),
+                    "members/s",
+                    raw,
+                )
         report.show()
     finally:
         if replica is not None:

@@ -7,7 +7,8 @@ owns its slot, so the connector WAITs on a connection of each primary a write to
   WAIT reaches every primary written, and the replicas hold the writes, the reservations
   and claims and their commits when the call returns;
 - a replica that cannot confirm (SIGSTOP) fails the writer and the stream reader naming
-  ``redis.waitReplicas``, and the reader delivers nothing it could not replicate.
+  ``redis.waitReplicas``, and the reader delivers nothing it could not replicate;
+- a slot moved to another primary: the waiting calls follow it (MOVED) and WAIT there.
 """
 
 from __future__ import annotations
@@ -18,11 +19,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_faults import key_slot, owner, primaries, start_cluster_with_replicas
+from cluster_faults import (
+    key_slot,
+    migrate_slot,
+    owner,
+    primaries,
+    start_cluster_with_replicas,
+)
 from support import Sink, drain, failure_of, stop_all, stream
 
 from pyspark_ick import Dehydrator, ReplicationError, ShardedIck, connect
 from pyspark_ick.keys import IckKeys, shard_names
+from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisClusterServers, RedisServer, wait_until
 
 WAITING = {"redis.waitReplicas": 1, "redis.waitTimeout": "2s", "redis.retryTimeout": "20s"}
@@ -122,3 +130,22 @@ def test_a_replica_that_cannot_confirm_fails_naming_the_option(spark, replicated
         timeout=30,
         what="the replica caught up",
     )
+
+
+def test_a_moved_slot_sends_the_waiting_calls_to_its_new_primary(replicated):
+    cluster, ick, url = replicated, "moving", replicated.url
+    client = connect(url, wait_replicas=1, wait_timeout=2, retry_timeout=20)
+    queue, log = ShardedIck(client, ick, 1), ReservationLog(client, ick)
+    assert queue.add({"a": 1.0}) == (1, 0)  # pins a connection of the slot's owner
+    source = owner(cluster, key_slot(ick))
+    target = next(n for n in primaries(cluster) if n.port != source.port)
+    migrate_slot(cluster, key_slot(ick), target)
+    before = waits(target)
+    assert queue.add({"b": 2.0}) == (1, 0)  # MOVED: asked again, run on the target
+    fence = log.lease.acquire("mover", 10_000)
+    head = log.reserve(None, 0, fence).head
+    assert log.commit(head, fence) == head
+    assert waits(target) >= before + 3  # the add, the reserve, the commit
+    with replica_of(cluster, target).client(socket_timeout=2) as c:  # confirmed there
+        c.execute_command("READONLY")
+        assert c.hget(IckKeys(ick).rlog, "committed") == str(head).encode()
