@@ -45,7 +45,7 @@ class Settings:
     loaded: set[str] = field(default_factory=set)
     """Names of the scripts loaded through the client (on every primary of a cluster)."""
     spare: list[Any] = field(default_factory=list)
-    """One-connection clients that waited for replicas, kept for the next write."""
+    """Pinned clients (pinned.py) that waited for replicas, kept for the next write."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
