@@ -15,6 +15,8 @@ from typing import Any
 import redis
 from cluster_faults import SlotMigration, by_port, key_slot, live, owner, primaries, wait_healthy
 from faults_support import replicated
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis_faults import kill, restart
 
 from nemesis.failovers import promotion
@@ -51,8 +53,8 @@ def replica_of(node: Any) -> tuple[bool, int | None]:
 
 
 class ClusterFailovers:
-    """The Redis Cluster kinds of ``Nemesis``, whose ``cluster``, ``settings``, ``rng``,
-    ``_hold`` and ``_pause`` (nemesis.failovers) they use. Failovers record
+    """The Redis Cluster kinds of ``Nemesis``, whose ``cluster``, ``settings``, ``rng`` and
+    ``_hold`` they use. Failovers record
     ``answered_after``: seconds from the fault until the primary that the cluster names
     for a slot of the node hit took a write."""
 
@@ -60,29 +62,48 @@ class ClusterFailovers:
     settings: Settings
     rng: random.Random
     _hold: Callable[[float], None]
-    _pause: Callable[[int, float], float]
 
     def _slot_answered(
         self, began: float, slot: int, old: int | None, timeout: float = 90.0
-    ) -> float:
+    ) -> tuple[float, int]:
         """Seconds from ``began`` until the primary a live node names for ``slot`` (another
-        than port ``old`` if given) takes a write (SET of a key of that slot)."""
+        than port ``old`` if given) takes a write (SET of a key of that slot), and its
+        port."""
         deadline = time.monotonic() + timeout
+        quick = {
+            "socket_timeout": 0.5,
+            "socket_connect_timeout": 0.5,
+            "retry": Retry(NoBackoff(), 0),
+        }
         while time.monotonic() < deadline:
             for node in live(self.cluster):
+                if node.port == old:
+                    continue  # stopped, or what it says does not count
                 with contextlib.suppress(redis.RedisError, OSError, StopIteration):
-                    with node.client(socket_timeout=0.5, socket_connect_timeout=0.5) as c:
+                    with node.client(**quick) as c:
                         ranges = c.execute_command("CLUSTER", "SLOTS")
                     port = next(int(r[2][1]) for r in ranges if int(r[0]) <= slot <= int(r[1]))
                     if port == old:
                         continue
-                    with by_port(self.cluster, port).client(
-                        socket_timeout=0.5, socket_connect_timeout=0.5
-                    ) as c:
+                    with by_port(self.cluster, port).client(**quick) as c:
                         c.set(probe_key(slot), time.time())
-                    return round(time.monotonic() - began, 2)
+                    return round(time.monotonic() - began, 2), port
             time.sleep(0.02)
         raise TimeoutError(f"no primary of slot {slot} took a write within {timeout:.0f} s")
+
+    def _agreed_owner(self, slot: int, timeout: float = 30.0) -> int:
+        """The port of the primary that every live node names for ``slot``, once they agree."""
+
+        def agreed() -> int | None:
+            ports = set()
+            for node in live(self.cluster):
+                with node.client(socket_timeout=2) as c:
+                    ranges = c.execute_command("CLUSTER", "SLOTS")
+                ports |= {int(r[2][1]) for r in ranges if int(r[0]) <= slot <= int(r[1])}
+            return ports.pop() if len(ports) == 1 else None
+
+        port: int = wait_until(agreed, timeout=timeout, interval=0.1, what=f"one owner of {slot}")
+        return port
 
     def _settled(self, timeout: float = 90.0) -> None:
         """Until the cluster is healthy and every replica's link to its primary is up."""
@@ -113,12 +134,13 @@ class ClusterFailovers:
         slot = first_slot(old)
         began = time.monotonic()
         kill(old)
-        answered = self._slot_answered(began, slot, old.port)
-        new = owner(self.cluster, slot)
+        answered, new = self._slot_answered(began, slot, old.port)
         down = self.rng.uniform(2, 6)
         self._hold(down)
         self._rejoin(old)
-        return promotion(old, new, answered, down_after_promotion=round(down, 2))
+        return promotion(
+            old, by_port(self.cluster, new), answered, down_after_promotion=round(down, 2)
+        )
 
     def cluster_failover(self) -> dict[str, Any]:
         """CLUSTER FAILOVER on a replica (graceful: its primary stops taking writes until
@@ -129,7 +151,7 @@ class ClusterFailovers:
         began = time.monotonic()
         with replica.client(socket_timeout=5) as c:
             c.execute_command("CLUSTER", "FAILOVER")
-        answered = self._slot_answered(began, slot, old.port)
+        answered, _ = self._slot_answered(began, slot, old.port)
         wait_until(
             lambda: replica_of(old)[1] == replica.port,
             timeout=60,
@@ -142,7 +164,8 @@ class ClusterFailovers:
     def cluster_stop(self) -> dict[str, Any]:
         """SIGSTOP of a node (a primary two times in three) for 0.5-8 s: a primary stopped
         longer than cluster-node-timeout (2 s) is replaced by its replica and rejoins as
-        its replica once continued."""
+        its replica once continued; ``answered_after``: until the replica promoted (or the
+        primary, continued) took a write."""
         primary = self.rng.random() < 2 / 3
         node = self.rng.choice(
             primaries(self.cluster)
@@ -151,13 +174,23 @@ class ClusterFailovers:
         )
         slot = first_slot(node) if primary else None
         seconds = self.rng.uniform(0.5, 8)
-        began = self._pause(node.process.pid, seconds)
         detail: dict[str, Any] = {"hit": True, "old": node.port, "primary": primary}
-        if slot is not None:
-            detail["answered_after"] = self._slot_answered(began, slot, None)
+        began = time.monotonic()
+        signal_pid(node.process.pid, signal.SIGSTOP)
+        try:  # a replica promoted while the primary is stopped answers before it is back
+            if slot is not None:
+                with contextlib.suppress(TimeoutError):
+                    detail["answered_after"] = self._slot_answered(began, slot, node.port, seconds)[
+                        0
+                    ]
+            self._hold(max(0.0, began + seconds - time.monotonic()))
+        finally:
+            signal_pid(node.process.pid, signal.SIGCONT)
+        if slot is not None and "answered_after" not in detail:
+            detail["answered_after"] = self._slot_answered(began, slot, None)[0]
         self._settled()
         if slot is not None:
-            detail["new"] = owner(self.cluster, slot).port
+            detail["new"] = self._agreed_owner(slot)
             detail["promoted"] = detail["new"] != node.port
         return {**detail, "seconds": round(seconds, 2)}
 
