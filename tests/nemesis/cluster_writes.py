@@ -3,7 +3,9 @@ commands go in one MULTI on a connection of its own to the primary serving their
 then WAIT on that same connection (WAIT confirms only its own connection's writes), so
 ``kept`` says a replica has them. MOVED and TRYAGAIN (a failover, a slot migrating) are
 refused before EXEC ran anything: the write is sent again; ASK sends it to the importing
-node after ASKING. (pyspark_ick.replication refuses redis.waitReplicas on a cluster.)"""
+node after ASKING; a lost connection sends it again too (an add, or a park that keeps an
+id parked, may run twice). (pyspark_ick.replication refuses redis.waitReplicas on a
+cluster.)"""
 
 from __future__ import annotations
 

@@ -144,10 +144,14 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         for loop in loops:
             loop.start()
             run.on_exit(lambda loop=loop: loop.stop())
-        # Faults start once the consumer delivered its first batch (a cold JVM start).
+        # Faults start once the consumer delivered its first batch (a cold JVM start), and
+        # with --dehydrator its dehydrator query its first too.
         wait_until(
-            lambda: record.llen("deliveries") > 0,
-            timeout=180,
+            lambda: (
+                record.llen("deliveries") > 0
+                and (dehydrator is None or record.llen("dh_deliveries") > 0)
+            ),
+            timeout=240,
             interval=0.5,
             what="the consumer's first batch",
         )
