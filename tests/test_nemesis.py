@@ -6,22 +6,27 @@ faults loses nothing.
   before the add was acknowledged each make I1 fail; a replay with other rows fails I3;
   duplicates and stalls (outside fault windows) are counted; lost counts only kept adds
   (--sentinel: a replica confirmed them), unkept ones are counted apart.
-- --sentinel without servers: its fault kinds, and the failovers of its summary.
+- --sentinel without servers: its fault kinds, and the failovers of its summary; the
+  same for --cluster, and on records shaped as a cluster run's the checker catches a
+  dropped delivery of a kept add and a dropped release of a kept park.
 - The smoke: ~2 minutes of faults (seed 6 draws 8 of the 9 kinds in that time), then the
   drain: 0 lost, 0 stuck, replays identical; then, on that recorded run, removing the
   delivery of one add makes I1 fail and changing a replayed batch makes I3 fail.
+- The cluster smoke: the same on a Redis Cluster (3 primaries, a replica each) with the
+  dehydrator loop, 30 s of its failovers and a slot migration.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from nemesis import check as nc
 from nemesis.cli import parse
-from nemesis.settings import FAILOVERS, SENTINEL_KINDS, Settings
+from nemesis.settings import CLUSTER_FAILOVERS, CLUSTER_KINDS, FAILOVERS, SENTINEL_KINDS, Settings
 from nemesis.soak import soak
-from nemesis.summary import failovers
+from nemesis.summary import check_parks, failovers
 
 A = nc.Add
 D = nc.Delivery
@@ -143,6 +148,58 @@ def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
     assert (found["sentinel_stop"]["promoted"], found["sentinel_failover"]["max"]) == (0, None)
 
 
+def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_delivery() -> None:
+    """--cluster (no servers here): its kinds (no proxy's, no Sentinel's), the
+    combinations it refuses, its failovers in the summary; on records shaped as a cluster
+    run's (kept adds, an unkept one lost with its primary, an empty batch after a
+    failover), removing the one delivery of a kept add fails I1, and a park a replica
+    confirmed that no dehydrator call released is lost (an unkept one is counted apart)."""
+    settings = parse(["--cluster", "--minutes", "1", "--dehydrator"])
+    assert settings.cluster and settings.dehydrator and not settings.sentinel
+    assert set(CLUSTER_FAILOVERS) <= set(CLUSTER_KINDS)
+    assert not {"redis_kill", "proxy_reset", "sentinel_kill"} & set(CLUSTER_KINDS)
+    assert parse(["--cluster", "--kinds", "cluster_migrate"]).kinds == ("cluster_migrate",)
+    for argv in (
+        ["--cluster", "--kinds", "proxy_reset"],
+        ["--cluster", "--kinds", "sentinel_kill"],
+        ["--cluster", "--sentinel"],
+        ["--kinds", "cluster_kill"],
+    ):
+        with pytest.raises(SystemExit):
+            parse(argv)
+    found = failovers(
+        [
+            {"kind": "cluster_kill", "hit": True, "promoted": True, "answered_after": 3.1},
+            {"kind": "cluster_stop", "hit": True, "primary": False, "seconds": 2.0},
+        ],
+        CLUSTER_FAILOVERS,
+    )
+    assert set(found) == set(CLUSTER_FAILOVERS)
+    assert (found["cluster_kill"]["max"], found["cluster_stop"]["promoted"]) == (3.1, 0)
+
+    adds, deliveries = synthetic()
+    gone = A("c", 5.0, 1, 1, 5.0, kept=False)  # died with a killed primary: not lost
+    empty = D(2, [], 6.0, 6.1)  # its reservation died with the primary too
+    run = [*deliveries, empty]
+    result = nc.check([*adds, gone], run, [], until=10.0, failovers=True)
+    assert result["ok"] and (result["lost"], result["unkept"]) == (0, 1), result
+    dropped = [d for d in run if d.batch != 1]  # the kept add of a at 3.5: never delivered
+    result = nc.check([*adds, gone], dropped, [], until=10.0, failovers=True)
+    assert not result["ok"] and result["lost"] == 1, result
+    assert result["lost_examples"][0]["member"] == "a"
+
+    parks = [
+        {"id": "d0", "delay_ms": 100, "sent": 1.0, "at": 1.1, "kept": True},
+        {"id": "d1", "delay_ms": 100, "sent": 1.0, "at": 1.1, "kept": False},
+    ]
+    released = [{"batch": 0, "rows": [["d0", "dh:d0", 0]], "start": 1.5, "end": 1.6}]
+    ick = [{"batch": 0, "rows": [["dh:d0", 1.1, 0, 1]], "start": 2.0, "end": 2.1}]
+    parked = check_parks(parks, released, ick)
+    assert (parked["lost"], parked["unkept"], parked["not_in_ick"]) == (0, 1, 0)
+    parked = check_parks(parks, [], ick)  # the release of d0 dropped
+    assert (parked["lost"], parked["lost_examples"]) == (1, ["d0"])
+
+
 def test_smoke_soak(tmp_path) -> None:
     """About 3 minutes: a cold start, 2 of mixed faults, the drain, the checks; then the
     checker catches a delivery removed from this run's record."""
@@ -158,12 +215,17 @@ def test_smoke_soak(tmp_path) -> None:
     assert not any(summary["stuck"].values()), summary["stuck"]
     assert summary["ok"], summary
 
-    out = tmp_path / "soak"
+    catches_a_dropped_delivery_and_a_changed_replay(tmp_path / "soak")
+
+
+def catches_a_dropped_delivery_and_a_changed_replay(out: Path) -> None:
+    """On the run recorded in ``out``: I1 holds; removing the batch that delivered the
+    last kept add makes I1 fail; a replay of a batch with one row fewer makes I3 fail."""
     adds = [nc.add_of(r) for r in nc.read_jsonl(out / "adds.jsonl")]
     deliveries = [nc.delivery_of(r) for r in nc.read_jsonl(out / "deliveries.jsonl")]
     assert adds and deliveries and nc.lost(adds, deliveries) == []
-    # Remove the batch (every call of its id) that delivered the last add: I1 fails.
-    last = adds[-1]
+    # Remove the batch (every call of its id) that delivered the last kept add: I1 fails.
+    last = [a for a in adds if a.kept][-1]
     batches = {
         d.batch
         for d in deliveries
@@ -180,6 +242,37 @@ def test_smoke_soak(tmp_path) -> None:
     victim = next(d for d in deliveries if len(d.rows) > 1)
     replayed = [*deliveries, victim._replace(rows=victim.rows[1:], end=victim.end + 1)]
     assert victim.batch in nc.replays(replayed)[1]
+
+
+def test_smoke_soak_cluster(tmp_path) -> None:
+    """About 2 minutes idle (4 loaded): a cold start, 30 s of Redis Cluster faults (seed
+    22 draws a CLUSTER FAILOVER, a slot migration, a kill -9 of a primary and a SIGSTOP,
+    in that order; 3 of them fit), the dehydrator loop, the drain: no kept add or park
+    lost, none released early, replays identical, nothing stuck; then the checker catches
+    a delivery removed from the record."""
+    began = time.monotonic()
+    out = tmp_path / "soak"
+    settings = Settings(
+        minutes=0.5,
+        seed=22,
+        out=str(out),
+        every=(4.0, 8.0),
+        drain_timeout=120.0,  # a consumer restarted late (a loaded machine) still drains
+        cluster=True,
+        dehydrator=True,
+        kinds=CLUSTER_FAILOVERS,
+    )
+    summary = soak(settings)
+    print(f"cluster smoke soak: {time.monotonic() - began:.0f} s")
+    assert summary["faults"] >= 3, summary["faults_by_kind"]
+    assert summary["drained"], summary
+    assert summary["lost"] == 0, summary["lost_examples"]
+    assert summary["replays_differing"] == [], summary["replays_differing"]
+    assert not any(summary["stuck"].values()), summary["stuck"]
+    parks = summary["dehydrator"]
+    assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks
+    assert summary["ok"], summary
+    catches_a_dropped_delivery_and_a_changed_replay(out)
 
 
 if __name__ == "__main__":

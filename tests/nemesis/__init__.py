@@ -30,6 +30,21 @@ then a check that nothing acknowledged was lost (``check``).
   replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer than
   the sentinels' 1 s down-after), and the consumer's kinds; each failover records how long
   until the primary the sentinels name answered a write again.
+- ``--cluster``: the Ick on a Redis Cluster instead (tests/cluster_faults.py's
+  start_cluster_with_replicas: 3 primaries, a replica each, cluster-node-timeout 2 s,
+  nothing persisted); producers and consumer use a URL listing every node. Each add (and
+  park) runs in a MULTI and then WAIT 1 on one connection to the primary of its slot
+  (``cluster_writes``: pyspark_ick.replication refuses a cluster), following MOVED, ASK
+  and TRYAGAIN; ``kept`` as with --sentinel. The consumer's dehydrator sink returns only
+  once a replica has the elements it wrote into the Ick (a fence write and WAIT per
+  shard), else its batch runs again. Its faults: kill -9 of a primary (its replica is
+  promoted; the killed node restarted 2-6 s later rejoins as a replica), CLUSTER FAILOVER
+  on a replica, SIGSTOP 0.5-8 s of a node (a primary two times in three: a failover when
+  longer than the node timeout), migration of a shard's slot to another primary (MIGRATE
+  a key at a time, 0.1-1 s apart; then until the target's replica has the keys), and the
+  consumer's kinds; failovers record how long until the slot's primary took a write. No
+  proxy faults: MOVED, ASK and CLUSTER SLOTS name the nodes' own ports, so a proxy per node
+  needs ``cluster-announce-port`` pointing at it (left for later).
 - ``--dehydrator``: a parker parks elements with delays of 0-2 s; the consumer's second
   query, ``readStream.format("dehydrator")``, writes each released element into the Ick
   (``df.write.format("ick")``) before recording it; checked: every acknowledged park is
@@ -40,15 +55,15 @@ then a check that nothing acknowledged was lost (``check``).
 
 Bounded (every loop has a deadline), seeded (the fault schedule and the members), loopback
 only, never port 6379 or 26379, and it signals only processes it started, by PID (the
-consumer's process group is its own). Not implemented: a Redis Cluster with failover and slot
-migration (``--cluster``).
+consumer's process group is its own).
 
 The modules, one job each: ``cli`` (the command line), ``settings`` (what a soak does, the
-fault kinds), ``topology`` (where the Ick lives: behind the proxy, or a Sentinel set),
-``producers``, ``consumer`` (the child process and its Spark queries), ``supervisor`` (runs
-and restarts the child), ``faults`` and ``failovers`` (the nemesis), ``processes``
-(signalling ours), ``records`` (the run's JSON lines), ``soak`` (one run, start to end),
-``summary`` (its checks and table) and ``check`` (the checker, pure functions over the
-records). They import one another as ``nemesis.*`` with tests/ on sys.path (as under pytest;
-``__main__`` puts it there).
+fault kinds), ``topology`` (where the Ick lives: behind the proxy, a Sentinel set or a
+Redis Cluster), ``cluster_writes`` (--cluster's writes that wait for a replica),
+``producers``, ``consumer`` (the child process and its Spark queries), ``supervisor``
+(runs and restarts the child), ``faults``, ``failovers`` and ``cluster_failovers`` (the
+nemesis), ``processes`` (signalling ours), ``records`` (the run's JSON lines), ``soak``
+(one run, start to end), ``summary`` (its checks and table) and ``check`` (the checker,
+pure functions over the records). They import one another as ``nemesis.*`` with tests/
+on sys.path (as under pytest; ``__main__`` puts it there).
 """

@@ -11,7 +11,7 @@ import sys
 import nemesis
 from nemesis import check
 from nemesis.consumer import child_main
-from nemesis.settings import KINDS, SENTINEL_KINDS, Settings
+from nemesis.settings import CLUSTER_KINDS, KINDS, SENTINEL_KINDS, Settings
 from nemesis.soak import soak
 
 
@@ -33,7 +33,8 @@ def parse(argv: list[str]) -> Settings:
         "--kinds",
         default="",
         help=f"comma-separated subset of {','.join(KINDS)}"
-        f" (--sentinel: of {','.join(SENTINEL_KINDS)})",
+        f" (--sentinel: of {','.join(SENTINEL_KINDS)}; --cluster: of"
+        f" {','.join(CLUSTER_KINDS)})",
     )
     p.add_argument("--dehydrator", action="store_true", help="add the dehydrator loop")
     p.add_argument(
@@ -45,7 +46,7 @@ def parse(argv: list[str]) -> Settings:
         "--wait-timeout",
         type=float,
         default=2.0,
-        help="--sentinel: seconds an add waits for a replica",
+        help="--sentinel, --cluster: seconds an add waits for a replica",
     )
     p.add_argument(
         "--wait-replicas",
@@ -59,14 +60,18 @@ def parse(argv: list[str]) -> Settings:
         action="store_true",
         help="--sentinel: data nodes with appendonly yes, appendfsync always",
     )
-    p.add_argument("--cluster", action="store_true", help="not implemented")
+    p.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the Ick on a Redis Cluster (3 primaries, a replica each)",
+    )
     a = p.parse_args(argv)
-    if a.cluster:
-        p.error("--cluster is not implemented yet")
+    if a.cluster and (a.sentinel or a.durable or a.wait_replicas != 1):
+        p.error("--cluster goes without --sentinel, --durable and --wait-replicas")
     if a.sentinel and a.dehydrator:
         p.error("--sentinel with --dehydrator is not implemented yet")
     kinds = tuple(k for k in a.kinds.split(",") if k)
-    allowed = SENTINEL_KINDS if a.sentinel else KINDS
+    allowed = CLUSTER_KINDS if a.cluster else SENTINEL_KINDS if a.sentinel else KINDS
     if set(kinds) - set(allowed):
         p.error(f"unknown fault kinds {sorted(set(kinds) - set(allowed))}")
     return Settings(
@@ -81,6 +86,7 @@ def parse(argv: list[str]) -> Settings:
         kinds=kinds,
         dehydrator=a.dehydrator,
         sentinel=a.sentinel,
+        cluster=a.cluster,
         wait_timeout=a.wait_timeout,
         wait_replicas=a.wait_replicas,
         durable=a.durable,

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from nemesis.cluster_writes import Fence
 from nemesis.records import write_atomically
 from nemesis.settings import DEHYDRATOR, ICK
 from pyspark_ick.testing import spark_session
@@ -72,6 +73,9 @@ def child_main(cfg: dict[str, Any]) -> int:
     if cfg["consumer_id"]:
         common["consumerId"] = cfg["consumer_id"]
     progress = [0]
+    fence = (
+        Fence(cfg["url"], ICK, cfg["shards"], cfg["wait_timeout"]) if cfg.get("cluster") else None
+    )
 
     def ick_sink(df: Any, batch_id: int) -> None:
         start = time.monotonic()
@@ -95,6 +99,7 @@ def child_main(cfg: dict[str, Any]) -> int:
         start = time.monotonic()
         rows = df.collect()
         if rows:  # rehydrate: each released element becomes a member of the Ick
+            owners = fence.before() if fence is not None else {}
             (
                 df.sparkSession.createDataFrame(
                     [(r.element, r.due.timestamp()) for r in rows], "member string, score double"
@@ -107,6 +112,8 @@ def child_main(cfg: dict[str, Any]) -> int:
                 .option("redis.retryTimeout", cfg["retry_timeout"])
                 .save()
             )
+            if fence is not None:  # --cluster: on a replica, or the batch runs again
+                fence.after(owners)
         record.rpush(
             "dh_deliveries",
             json.dumps(

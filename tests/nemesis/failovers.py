@@ -54,6 +54,17 @@ class Failovers:
             time.sleep(0.02)
         raise TimeoutError(f"no primary took a write within {timeout:.0f} s")
 
+    def _pause(self, pid: int, seconds: float) -> float:
+        """SIGSTOP ``pid`` for ``seconds`` (less when the soak ends), then SIGCONT;
+        returns when it was stopped (time.monotonic())."""
+        began = time.monotonic()
+        signal_pid(pid, signal.SIGSTOP)
+        try:
+            self._hold(seconds)
+        finally:
+            signal_pid(pid, signal.SIGCONT)
+        return began
+
     def _revive(self, node: Any) -> None:
         """Restart a killed data node once the sentinels name another primary: it has no
         data (nothing persisted), so it must come back as a replica, never as the primary;
@@ -98,12 +109,7 @@ class Failovers:
         old = self.sentinels.primary()
         assert old.process is not None
         seconds = self.rng.uniform(0.5, 8)
-        began = time.monotonic()
-        signal_pid(old.process.pid, signal.SIGSTOP)
-        try:
-            self._hold(seconds)
-        finally:
-            signal_pid(old.process.pid, signal.SIGCONT)
+        began = self._pause(old.process.pid, seconds)
         answered = self._answered(began)
         self.sentinels.wait_healthy(90)
         new = self.sentinels.primary_port()

@@ -14,14 +14,15 @@ from typing import Any
 from redis_faults import kill, restart
 from support import descendants
 
+from nemesis.cluster_failovers import ClusterFailovers
 from nemesis.failovers import Failovers
 from nemesis.processes import signal_group, signal_pid
 from nemesis.records import Journal, stamp, write_atomically
-from nemesis.settings import KINDS, SENTINEL_KINDS, Settings
+from nemesis.settings import Settings, kinds_of
 from nemesis.supervisor import Supervisor
 
 
-class Nemesis(Failovers):
+class Nemesis(Failovers, ClusterFailovers):
     """Draws a fault every ``settings.every`` seconds (seeded) until ``stop()``; records
     each with its start and end (monotonic and wall) in ``journal``."""
 
@@ -34,14 +35,16 @@ class Nemesis(Failovers):
         journal: Journal,
         arm_file: Path,
         sentinels: Any = None,
+        cluster: Any = None,
     ) -> None:
         self.settings, self.server, self.proxy = settings, server, proxy
         self.sentinels = sentinels  # --sentinel: a testing.SentinelSet (server, proxy None)
+        self.cluster = cluster  # --cluster: a testing.RedisClusterServers (the same)
         self.supervisor, self.journal, self.arm_file = supervisor, journal, arm_file
         self.sink_arm = arm_file.with_name("sink.arm")
         self.schedule = random.Random(settings.seed)  # which fault, when: hits aside
         self.rng = random.Random(settings.seed + 1)  # how long each lasts
-        self.kinds = settings.kinds or (SENTINEL_KINDS if sentinels is not None else KINDS)
+        self.kinds = kinds_of(settings)
         self.redis_stopped = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="nemesis")
@@ -175,9 +178,11 @@ class Nemesis(Failovers):
 
     def heal(self) -> None:
         """End every fault: Redis running and continued, proxy healed (--sentinel: every
-        data node running and continued, the set healthy), consumer continued, no worker
-        armed."""
-        if self.sentinels is not None:
+        data node running and continued, the set healthy; --cluster: heal_cluster),
+        consumer continued, no worker armed."""
+        if self.cluster is not None:
+            self.heal_cluster()
+        elif self.sentinels is not None:
             for node in self.sentinels.servers:
                 if node.alive:
                     signal_pid(node.process.pid, signal.SIGCONT)

@@ -67,10 +67,12 @@ def add_replicated(client: Any, ick: str, shards: int, member: str, score: float
         return done[-1]._replace(kept=False)
 
 
-def make_producer(client: Any, journal: Journal, settings: Settings, index: int) -> Any:
+def make_producer(
+    client: Any, journal: Journal, settings: Settings, index: int, adder: Any = None
+) -> Any:
     """A faults_support.Loop adding one member a tick (``hot`` one time in ten, else one
     of ``m0..``), recording each acknowledged add in ``journal`` (``--sentinel``: with
-    ``kept``, add_replicated)."""
+    ``kept``, add_replicated; ``adder`` instead when given: --cluster's)."""
 
     class Producer(Loop):
         def __init__(self) -> None:
@@ -83,8 +85,9 @@ def make_producer(client: Any, journal: Journal, settings: Settings, index: int)
             n = self.rng.randrange(settings.members)
             member = "hot" if self.rng.random() < 0.1 else f"m{n}"
             self.last = score = max(time.time(), self.last + 1e-6)
-            adder = add_replicated if settings.sentinel else add_recorded
-            add = adder(client, ICK, settings.shards, member, score)
+            add = (adder or (add_replicated if settings.sentinel else add_recorded))(
+                client, ICK, settings.shards, member, score
+            )
             journal.write(add._asdict(), sync=False)
             self.acked += 1
 
@@ -98,9 +101,10 @@ def make_producer(client: Any, journal: Journal, settings: Settings, index: int)
     return Producer()
 
 
-def make_parker(dehydrator: Any, journal: Journal, settings: Settings) -> Any:
+def make_parker(dehydrator: Any, journal: Journal, settings: Settings, park: Any = None) -> Any:
     """A Loop parking one new id ``d<n>`` a tick (delay 0-2 s), ~rate/6 a second,
-    recording each acknowledged park (id, delay, ack time)."""
+    recording each acknowledged park (id, delay, ack time; ``kept``: what ``park(id,
+    element, delay)`` returned, --cluster's that waits for a replica)."""
 
     class Parker(Loop):
         def __init__(self) -> None:
@@ -112,9 +116,12 @@ def make_parker(dehydrator: Any, journal: Journal, settings: Settings) -> Any:
             ident, delay = f"d{self.next}", self.rng.randrange(0, 2000)
             self.next += 1
             sent = time.monotonic()
-            dehydrator.park([ident], [f"dh:{ident}"], [delay])
-            journal.write(
-                {"id": ident, "delay_ms": delay, "sent": sent, "at": time.monotonic()}, sync=False
-            )
+            if park is None:
+                dehydrator.park([ident], [f"dh:{ident}"], [delay])
+                kept = True
+            else:
+                kept = park(ident, f"dh:{ident}", delay)
+            record = {"id": ident, "delay_ms": delay, "sent": sent, "at": time.monotonic()}
+            journal.write({**record, "kept": kept}, sync=False)
 
     return Parker()

@@ -27,7 +27,8 @@ class Settings:
     consumer_id: str = ""  # "" = a random one per query start (takeovers after each crash)
     dehydrator: bool = False
     sentinel: bool = False  # the Ick on a Sentinel set (failovers), not behind the proxy
-    wait_timeout: float = 2.0  # --sentinel: seconds each add waits for a replica (WAIT)
+    cluster: bool = False  # the Ick on a Redis Cluster (3 primaries, a replica each)
+    wait_timeout: float = 2.0  # --sentinel, --cluster: seconds an add waits for a replica
     wait_replicas: int = 1  # --sentinel: replicas each add waits for (2: every replica)
     durable: bool = False  # --sentinel: data nodes with appendonly (a killed one keeps data)
     kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
@@ -40,7 +41,10 @@ KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER
 FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
 SENTINEL_KINDS = (*FAILOVERS, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
 # out the primary's own address)
-ALL_KINDS = (*KINDS, *FAILOVERS)
+CLUSTER_FAILOVERS = ("cluster_kill", "cluster_failover", "cluster_stop", "cluster_migrate")
+CLUSTER_KINDS = (*CLUSTER_FAILOVERS, *CONSUMER_KINDS)  # --cluster (no proxy: MOVED and
+# CLUSTER SLOTS name the nodes' own ports)
+ALL_KINDS = (*KINDS, *FAILOVERS, *CLUSTER_FAILOVERS)
 RESTARTING = {
     "redis_kill",
     "kill_driver",
@@ -49,4 +53,13 @@ RESTARTING = {
     "kill_source_runner",
     "stop_consumer",
 }  # the consumer needs a restart (or a takeover) to go on
-LONG_GRACE = RESTARTING | set(FAILOVERS)  # a failover: the readers ride it out, slowly
+LONG_GRACE = (
+    RESTARTING | set(FAILOVERS) | set(CLUSTER_FAILOVERS)
+)  # a failover: the readers ride it out, slowly
+
+
+def kinds_of(settings: Settings) -> tuple[str, ...]:
+    """The fault kinds a soak draws from: ``settings.kinds``, else every kind of its mode."""
+    if settings.kinds:
+        return settings.kinds
+    return CLUSTER_KINDS if settings.cluster else SENTINEL_KINDS if settings.sentinel else KINDS

@@ -10,12 +10,14 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
 from faults_support import drained
 
+from nemesis.cluster_writes import ClusterWrites
 from nemesis.faults import Nemesis
 from nemesis.producers import make_parker, make_producer
 from nemesis.records import Journal, write_jsonl
@@ -86,6 +88,8 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             "retry_timeout": settings.retry_timeout,
             "consumer_id": settings.consumer_id,
             "dehydrator": settings.dehydrator,
+            "cluster": settings.cluster,
+            "wait_timeout": settings.wait_timeout,
         }
         for stale in ("stop", "heartbeat", "worker.arm", "sink.arm"):
             with contextlib.suppress(FileNotFoundError):
@@ -96,19 +100,38 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         clients = [target.client() for _ in range(settings.producers + 1)]
         for c in clients:
             run.on_exit(c.close)
+        # --cluster: writes that wait for a replica on the node they went to
+        waiting = [ClusterWrites(c, 1, settings.wait_timeout) for c in clients if target.cluster]
         producers = [
-            make_producer(clients[i], journals["adds"], settings, i)
+            make_producer(
+                clients[i],
+                journals["adds"],
+                settings,
+                i,
+                waiting[i].add if waiting else None,
+            )
             for i in range(settings.producers)
         ]
         loops = list(producers)
         dehydrator = None
         if settings.dehydrator:
             dehydrator = Dehydrator(clients[-1], DEHYDRATOR, settings.shards)
-            loops.append(make_parker(dehydrator, journals["parks"], settings))
+            park = None
+            if target.cluster is not None:
+                dehydrator.check_shards()  # records the shard count, as park() does
+                park = partial(waiting[-1].park, DEHYDRATOR, settings.shards)
+            loops.append(make_parker(dehydrator, journals["parks"], settings, park))
         supervisor = Supervisor(settings, cfg, out, journals["restarts"])
         run.on_exit(lambda: supervisor.finish(timeout=20))
         nemesis = Nemesis(
-            settings, server, proxy, supervisor, journals["faults"], arm_file, sentinels
+            settings,
+            server,
+            proxy,
+            supervisor,
+            journals["faults"],
+            arm_file,
+            sentinels,
+            cluster=target.cluster,
         )
         run.on_exit(nemesis.heal)
         run.on_exit(lambda: nemesis.stop(timeout=30))
@@ -121,10 +144,14 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         for loop in loops:
             loop.start()
             run.on_exit(lambda loop=loop: loop.stop())
-        # Faults start once the consumer delivered its first batch (a cold JVM start).
+        # Faults start once the consumer delivered its first batch (a cold JVM start), and
+        # with --dehydrator its dehydrator query its first too.
         wait_until(
-            lambda: record.llen("deliveries") > 0,
-            timeout=180,
+            lambda: (
+                record.llen("deliveries") > 0
+                and (dehydrator is None or record.llen("dh_deliveries") > 0)
+            ),
+            timeout=240,
             interval=0.5,
             what="the consumer's first batch",
         )

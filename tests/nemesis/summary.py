@@ -10,7 +10,7 @@ from typing import Any
 
 from nemesis import check as nc
 from nemesis.records import Journal
-from nemesis.settings import ALL_KINDS, FAILOVERS, LONG_GRACE, Settings
+from nemesis.settings import ALL_KINDS, CLUSTER_FAILOVERS, FAILOVERS, LONG_GRACE, Settings
 
 
 def classify(cause: str) -> str:
@@ -40,13 +40,15 @@ def check_parks(
 ) -> dict[str, Any]:
     """Each acknowledged park released by a dehydrator sink call that ended after the park
     was acknowledged, none begun before the park was sent plus its delay (less 0.1 s of
-    clock slack), and its element delivered by the Ick stream."""
+    clock slack), and its element delivered by the Ick stream; lost and not in the Ick
+    count kept parks only (--cluster: a replica confirmed them), unkept ones apart."""
     calls: dict[str, list[tuple[float, float]]] = {}
     for d in dh:
         for ident, _element, _shard in d["rows"]:
             calls.setdefault(ident, []).append((d["start"], d["end"]))
     members = {row[0] for d in deliveries for row in d["rows"]}
-    lost = [p["id"] for p in parks if not any(end > p["at"] for _, end in calls.get(p["id"], []))]
+    kept = [p for p in parks if p.get("kept", True)]
+    lost = [p["id"] for p in kept if not any(end > p["at"] for _, end in calls.get(p["id"], []))]
     early = [
         p["id"]
         for p in parks
@@ -54,9 +56,10 @@ def check_parks(
             start < p["sent"] + p["delay_ms"] / 1000 - 0.1 for start, _ in calls.get(p["id"], [])
         )
     ]
-    unrehydrated = [p["id"] for p in parks if f"dh:{p['id']}" not in members]
+    unrehydrated = [p["id"] for p in kept if f"dh:{p['id']}" not in members]
     return {
         "parks": len(parks),
+        "unkept": len(parks) - len(kept),
         "lost": len(lost),
         "lost_examples": lost[:5],
         "early": len(early),
@@ -90,7 +93,7 @@ def summarize(
         windows,
         until,
         origin,
-        failovers=settings.sentinel,
+        failovers=settings.sentinel or settings.cluster,
     )
     restarts: Counter[str] = Counter()
     for r in journals["restarts"].records:
@@ -106,8 +109,8 @@ def summarize(
         if f.get("in_sink"):
             entry["in_sink"] = entry.get("in_sink", 0) + 1
     summary = {
-        "mode": "sentinel" if settings.sentinel else "proxy",
-        "wait_replicas": settings.wait_replicas if settings.sentinel else None,
+        "mode": "cluster" if settings.cluster else "sentinel" if settings.sentinel else "proxy",
+        "wait_replicas": settings.wait_replicas if settings.sentinel or settings.cluster else None,
         "settings": {**asdict(settings), "every": list(settings.every)},
         **result,
         "stuck": stuck,
@@ -121,8 +124,10 @@ def summarize(
         "windows": [list(w) for w in windows],
         **more,
     }
-    if settings.sentinel:
-        summary["failovers"] = failovers(faults)
+    if settings.sentinel or settings.cluster:
+        summary["failovers"] = failovers(
+            faults, CLUSTER_FAILOVERS if settings.cluster else FAILOVERS
+        )
     if settings.dehydrator:
         summary["dehydrator"] = check_parks(journals["parks"].records, dh, deliveries)
         d = summary["dehydrator"]
@@ -130,12 +135,12 @@ def summarize(
     return summary
 
 
-def failovers(faults: list[dict[str, Any]]) -> dict[str, Any]:
-    """--sentinel: per failover kind, how many were drawn, how many promoted a replica, and
-    the seconds until the primary the sentinels name took a write again (each, and the
-    median and max)."""
+def failovers(faults: list[dict[str, Any]], kinds: tuple[str, ...] = FAILOVERS) -> dict[str, Any]:
+    """--sentinel, --cluster: per failover kind, how many were drawn, how many promoted a
+    replica, and the seconds until the primary (of a slot hit) took a write again (each,
+    and the median and max)."""
     found: dict[str, Any] = {}
-    for kind in FAILOVERS:
+    for kind in kinds:
         mine = [f for f in faults if f["kind"] == kind]
         times = sorted(f["answered_after"] for f in mine if "answered_after" in f)
         found[kind] = {
@@ -176,10 +181,13 @@ def table(s: dict[str, Any]) -> str:
                 ("  kept (a replica confirmed)", s["kept"]),
                 ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})"),
             ]
-            if s.get("mode") == "sentinel"
+            if s.get("mode") in ("sentinel", "cluster")
             else []
         ),
-        ("lost (I1)" + (", kept adds" if s.get("mode") == "sentinel" else ""), s["lost"]),
+        (
+            "lost (I1)" + (", kept adds" if s.get("mode") in ("sentinel", "cluster") else ""),
+            s["lost"],
+        ),
         ("sink calls / batches", f"{s['sink_calls']} / {s['batches']}"),
         ("replays (differing: I3)", f"{s['replays']} ({len(s['replays_differing'])})"),
         ("empty batches", len(s["empty_batches"])),
@@ -208,6 +216,7 @@ def table(s: dict[str, Any]) -> str:
         d = s["dehydrator"]
         rows += [
             ("parks", d["parks"]),
+            *([("  unkept (no replica confirmed)", d["unkept"])] if d.get("unkept") else []),
             ("  lost", d["lost"]),
             ("  released early", d["early"]),
             ("  not in Ick", d["not_in_ick"]),

@@ -1,5 +1,5 @@
-"""Where the soak's Ick lives: a durable redis-server behind the fault proxy, or
-(--sentinel) a Sentinel set."""
+"""Where the soak's Ick lives: a durable redis-server behind the fault proxy, (--sentinel)
+a Sentinel set, or (--cluster) a Redis Cluster."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from cluster_faults import start_cluster_with_replicas
 from fault_proxy import FaultProxy
 from redis_faults import start_durable
 
@@ -22,8 +23,9 @@ from pyspark_ick.testing import start_sentinels
 
 @dataclass
 class Target:
-    """Where the soak's Ick lives: a durable server behind the fault proxy, or (--sentinel)
-    a Sentinel set; ``client()`` makes a producer's client."""
+    """Where the soak's Ick lives: a durable server behind the fault proxy, (--sentinel)
+    a Sentinel set, or (--cluster) a Redis Cluster; ``client()`` makes a producer's
+    client."""
 
     url: str
     direct: Any  # a client that no fault touches (the proxy's server; the set's primary)
@@ -33,10 +35,13 @@ class Target:
     server: Any = None
     proxy: Any = None
     sentinels: Any = None
+    cluster: Any = None  # --cluster: a testing.RedisClusterServers
 
 
 def start_target(settings: Settings, on_exit: Callable[[Callable[[], Any]], None]) -> Target:
     """Start what the Ick lives on; ``on_exit`` takes each function that stops a part."""
+    if settings.cluster:
+        return start_cluster_target(settings, on_exit)
     if settings.sentinel:
         sentinels = start_sentinels(
             replicas=2,
@@ -44,7 +49,11 @@ def start_target(settings: Settings, on_exit: Callable[[Callable[[], Any]], None
             args=(("--appendonly", "yes", "--appendfsync", "always") if settings.durable else ()),
         )
         on_exit(sentinels.stop)
-        on_exit(lambda: keep_logs(sentinels, Path(settings.out).resolve() / "logs"))
+        on_exit(
+            lambda: keep_logs(
+                [*sentinels.servers, *sentinels.sentinels], Path(settings.out).resolve() / "logs"
+            )
+        )
         on_exit(
             lambda: [
                 signal_pid(n.process.pid, signal.SIGCONT) for n in sentinels.servers if n.alive
@@ -93,10 +102,38 @@ def start_target(settings: Settings, on_exit: Callable[[Callable[[], Any]], None
     )
 
 
-def keep_logs(sentinels: Any, into: Path) -> None:
-    """Copy the log of every data node and sentinel (its +switch-master, +failover-state,
-    +convert-to-slave events) into ``into`` before stop() removes their directories."""
+def start_cluster_target(
+    settings: Settings, on_exit: Callable[[Callable[[], Any]], None]
+) -> Target:
+    """3 primaries with a replica each (cluster-node-timeout 2 s: a failover in seconds),
+    nothing persisted; every client has every node as a seed. Producers wait for a
+    replica themselves (nemesis.cluster_writes)."""
+    cluster = start_cluster_with_replicas(3, replicas=1, node_timeout_ms=2000)
+    on_exit(cluster.stop)
+    on_exit(lambda: keep_logs(cluster.nodes, Path(settings.out).resolve() / "logs"))
+    on_exit(lambda: [signal_pid(n.process.pid, signal.SIGCONT) for n in cluster.nodes])
+    ports = {n.port for n in cluster.nodes}
+    assert not ports & {6379, 26379}, ports
+    url = cluster.seed_url()
+    return Target(
+        url,
+        connect(url, timeout=10.0),
+        lambda: connect(url, timeout=2.0, retry_timeout=20.0),
+        "Redis Cluster: primaries "
+        + ", ".join(str(n.port) for n in cluster.nodes[:3])
+        + ", replicas "
+        + ", ".join(str(n.port) for n in cluster.nodes[3:]),
+        "start_cluster_with_replicas: 3 primaries, a replica each, cluster-node-timeout "
+        "2000 ms; nothing persisted (no AOF, no RDB)",
+        cluster=cluster,
+    )
+
+
+def keep_logs(nodes: Any, into: Path) -> None:
+    """Copy the log of every node (data nodes and sentinels: their +switch-master,
+    failover and convert-to-slave events) into ``into`` before stop() removes their
+    directories."""
     into.mkdir(parents=True, exist_ok=True)
-    for node in [*sentinels.servers, *sentinels.sentinels]:
+    for node in nodes:
         for log in Path(node.directory or "/nonexistent").glob("*.log"):
             shutil.copy(log, into / f"{node.port}-{log.name}")
