@@ -15,11 +15,12 @@ import threading
 import time
 from typing import Any
 
+import pytest
 from faults_support import drained, wait_running
 from redis_faults import kill, restart
 from support import Sink, drain, stream
 
-from pyspark_ick import Dehydrator, Ick, ShardedIck, connect, lua, scripts
+from pyspark_ick import Dehydrator, Ick, IckConnectionError, ShardedIck, connect, lua, scripts
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.testing import RedisServer, wait_until
@@ -39,6 +40,18 @@ def test_new_client_rides_out_a_proxy_that_resets_connections(proxy):
     client = connect(proxy.url, retry_timeout=20)
     assert client.ping() and time.monotonic() - started >= 1.5
     assert proxy.resets > 0  # the first attempts were reset, not refused
+
+
+def test_a_redis_down_behind_a_resetting_proxy_past_retry_timeout_is_not_called_tls(proxy):
+    """The resets of a load balancer whose Redis stays down are no TLS mismatch: past
+    redis.retryTimeout the error says Redis did not answer, not "Use rediss://"."""
+    proxy.reset_new(60)
+    with pytest.raises(IckConnectionError) as failed:
+        connect(proxy.url, retry_timeout=1.5)
+    message = str(failed.value)
+    assert "did not answer within redis.retryTimeout (1.5 s)" in message, message
+    assert "TLS" not in message and "rediss" not in message, message
+    assert proxy.resets > 1  # retried, not given up at the first reset
 
 
 def test_a_call_that_never_reached_redis_is_retried_even_if_not_replay_safe(proxy):

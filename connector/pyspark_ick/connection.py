@@ -136,15 +136,17 @@ def connect(
         client.ping()
         return client
 
+    mismatched: list[Exception] = []
+
+    def mismatch(exc: Exception) -> bool:  # the server speaks the other way: no retry helps
+        if tls_mismatch(exc, nodes[0], min(timeout or 2, 2)):
+            mismatched.append(exc)
+        return bool(mismatched)
+
     try:
-        client = retry.call(
-            attempt,
-            retry_timeout,
-            what=f"Redis at {where(url)}",
-            final=lambda exc: tls_mismatch(exc, nodes[0], min(timeout or 2, 2)),
-        )
+        client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}", final=mismatch)
     except (redis.RedisError, RedisClusterException) as exc:
-        raise connection_error(exc, url) from exc
+        raise connection_error(exc, url, mismatch=bool(mismatched), waited=retry_timeout) from exc
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}") from None
     settings(client).retry_timeout = retry_timeout

@@ -225,8 +225,13 @@ def tls_hint(error: BaseException, scheme: str) -> str | None:
     return None
 
 
-def connection_error(exc: Exception, url: str | None = None) -> IckConnectionError:
-    """An IckConnectionError for ``exc`` that names no credentials."""
+def connection_error(
+    exc: Exception, url: str | None = None, *, mismatch: bool = False, waited: float | None = None
+) -> IckConnectionError:
+    """An IckConnectionError for ``exc`` that names no credentials. ``mismatch``: the server
+    answered the other way (TLS against plain), so the TLS hint applies; ``waited``: the
+    seconds of redis.retryTimeout a transient error was retried for (a reset from a load
+    balancer whose Redis is down is no TLS mismatch)."""
     if url and is_sentinel(url):
         return sentinel_connection_error(exc, url)
     target = f" at {where(url)}" if url else ""
@@ -235,7 +240,16 @@ def connection_error(exc: Exception, url: str | None = None) -> IckConnectionErr
             f"Redis{target} refused the username or password "
             "(check redis.username / redis.password or the URL)"
         )
-    hint = CA_HINT if unverified(exc) else tls_hint(exc, urlsplit(url).scheme) if url else None
+    hint = None
+    if unverified(exc):
+        hint = CA_HINT
+    elif mismatch and url:
+        hint = tls_hint(exc, urlsplit(url).scheme)
+    elif waited is not None and transient(exc):
+        hint = (
+            f"it did not answer within redis.retryTimeout ({waited:g} s): is it up (restarting, "
+            "failing over?) and is the address right? Raise redis.retryTimeout to wait longer"
+        )
     return IckConnectionError(
         f"cannot reach Redis{target}: "
         + (f"{hint} ({type(exc).__name__}: {exc})" if hint else f"{type(exc).__name__}: {exc}")
