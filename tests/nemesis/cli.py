@@ -60,7 +60,21 @@ def parse(argv: list[str]) -> Settings:
         help="--sentinel: data nodes with appendonly yes, appendfsync always",
     )
     p.add_argument("--cluster", action="store_true", help="not implemented")
+    p.add_argument(
+        "--poison",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="the sink fails for good on SHARE of members (by a seeded hash), once on 2x SHARE",
+    )
+    p.add_argument("--writer", action="store_true", help="a writeStream.format(ick) producer")
+    p.add_argument("--zombie", action="store_true", help="draw zombie_consumer faults too")
+    p.add_argument("--outage", action="store_true", help="draw outage (> redis.retryTimeout)")
     a = p.parse_args(argv)
+    if a.outage and a.sentinel:
+        p.error("--outage is for the proxy topology (a Sentinel set fails over instead)")
+    if not 0 <= a.poison < 0.3:
+        p.error("--poison takes a share of members in [0, 0.3)")
     if a.cluster:
         p.error("--cluster is not implemented yet")
     if a.sentinel and a.dehydrator:
@@ -84,6 +98,10 @@ def parse(argv: list[str]) -> Settings:
         wait_timeout=a.wait_timeout,
         wait_replicas=a.wait_replicas,
         durable=a.durable,
+        poison=a.poison,
+        writer=a.writer,
+        zombie=a.zombie,
+        outage=a.outage,
     )
 
 
