@@ -30,7 +30,7 @@ from nemesis.cli import parse
 from nemesis.poison import is_flaky, is_poison, refusal
 from nemesis.settings import FAILOVERS, SENTINEL_KINDS, Settings
 from nemesis.soak import soak
-from nemesis.summary import failovers
+from nemesis.summary import actors, failovers
 
 A = nc.Add
 D = nc.Delivery
@@ -191,6 +191,35 @@ def test_poison_shares_and_writer_members() -> None:
     ]
     adds, wrong = nf.writer_adds(writes, 4, lambda m: 0)
     assert len(adds) == 12 and wrong == [2]
+
+
+def test_zombie_and_outage_checks_read_the_query_failures() -> None:
+    """A zombie that held leases must fail with "lost its lease"; an outage that began
+    while batches flowed must fail a query with the retryTimeout error, not another."""
+    settings = Settings(zombie=True, outage=True)
+    faults = [
+        {"kind": "outage", "start": 10.0, "end": 80.0, "hit": True},
+        {"kind": "zombie_consumer", "start": 100.0, "end": 105.0, "hit": True, "pid": 7},
+    ]
+    clear = {
+        "kind": "query_failed",
+        "at": 70.0,
+        "pid": 7,
+        "cause": "IckConnectionError: Ick 'soak': Redis did not answer within "
+        "redis.retryTimeout (restarting, failing over, migrating a slot?)",
+    }
+    fenced = {
+        "kind": "query_failed",
+        "at": 106.0,
+        "pid": 7,
+        "cause": "LeaseLost: Ick 'soak' shard 0: this consumer lost its lease (nobody holds it)",
+    }
+    found = actors(settings, [], [], [], [], faults, [clear, fenced])
+    assert found["outage"]["ok"] and found["zombie"]["ok"], found
+    vague = {**clear, "cause": "Python worker failed to connect back."}
+    found = actors(settings, [], [], [], [], faults, [vague, {**fenced, "pid": 8}])
+    assert not found["outage"]["ok"] and not found["zombie"]["ok"], found
+    assert (found["zombie"]["fenced"], found["outage"]["clear_error"]) == (0, 0)
 
 
 def test_sentinel_mode_draws_failovers_and_reports_them() -> None:

@@ -210,8 +210,9 @@ def child_main(cfg: dict[str, Any]) -> int:
         record_writes(queries)
         exc = dead[0].exception()
         cause = str(exc) if exc is not None else "stopped without an exception"
-        if len(cause) > 4000:  # Spark's wrapping first, the Python error last
-            cause = f"{cause[:2000]}\n...\n{cause[-2000:]}"
+        if len(cause) > 4000:  # Spark's wrapping, the errors raised, and the end
+            raised = [x for x in cause.splitlines() if "Error:" in x or "Exception:" in x]
+            cause = f"{cause[:1500]}\n...\n{chr(10).join(raised)[:2000]}\n...\n{cause[-500:]}"
         event("query_failed", cause=cause)
         print(f"NEMESIS-QUERY-FAILED: {cause.splitlines()[0] if cause else ''}", flush=True)
         for q in queries:

@@ -8,6 +8,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ class Nemesis(Failovers):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="nemesis")
         self.errors: list[str] = []
+        self.sink_calls: Callable[[], int] = lambda: 0  # the soak's count of sink calls
 
     def start(self) -> Nemesis:
         self._thread.start()
@@ -236,10 +238,22 @@ class Nemesis(Failovers):
         its queries fail with the error that says so; the child (or the supervisor)
         starts them again once Redis is back."""
         seconds = duration_s(self.settings.retry_timeout) + self.rng.uniform(5, 15)
+        running = self._batches_flowing(90)  # else no query is there to fail
         kill(self.server)
         self._hold(seconds)
         restart(self.server, timeout=60)
-        return {"hit": True, "down": round(seconds, 2)}
+        return {"hit": running, "down": round(seconds, 2)}
+
+    def _batches_flowing(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until the consumer's sink was called twice more:
+        its queries run (not a JVM starting). True when they did."""
+        first = self.sink_calls()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if self.sink_calls() >= first + 2:
+                return True
+            self._hold(0.5)
+        return False
 
     def heal(self) -> None:
         """End every fault: Redis running and continued, proxy healed (--sentinel: every

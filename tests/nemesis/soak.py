@@ -118,6 +118,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         nemesis = Nemesis(
             settings, server, proxy, supervisor, journals["faults"], arm_file, sentinels
         )
+        nemesis.sink_calls = lambda: int(record.llen("deliveries"))
         run.on_exit(nemesis.heal)
         run.on_exit(lambda: nemesis.stop(timeout=30))
 

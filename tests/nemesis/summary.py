@@ -194,7 +194,7 @@ def actors(
     outages = [f for f in faults if f["kind"] == OUTAGE]
     if settings.outage:
         clear = "did not answer within redis.retryTimeout"
-        failing = [f for f in outages if after(f, "", 30)]  # a query was running
+        failing = [f for f in outages if f.get("hit")]  # batches flowed when it began
         clear_ones = sum(bool(after(f, clear, 30)) for f in failing)
         found["outage"] = {
             "ok": clear_ones == len(failing),
@@ -334,7 +334,7 @@ def actor_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
         o = s["outage"]
         rows.append(
             (
-                "outages > retryTimeout (failing a query, clear error)",
+                "outages > retryTimeout (queries running, clear error)",
                 f"{o['drawn']} ({o['failing']}, {o['clear_error']})",
             )
         )
