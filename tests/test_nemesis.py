@@ -9,9 +9,16 @@ faults loses nothing.
 - --sentinel without servers: its fault kinds, and the failovers of its summary; the
   same for --cluster, and on records shaped as a cluster run's the checker catches a
   dropped delivery of a kept add and a dropped release of a kept park.
-- The smoke: ~2 minutes of faults (seed 6 draws 8 of the 9 kinds in that time), then the
-  drain: 0 lost, 0 stuck, replays identical; then, on that recorded run, removing the
-  delivery of one add makes I1 fail and changing a replayed batch makes I3 fail.
+- --poison's checker (nemesis.fates) on synthetic records: every add processed or a
+  dead letter; a dropped delivery (a retry never delivered) and a good member among the
+  dead letters each fail it.
+- The smoke: ~2 minutes of faults (seed 6 draws 8 of the 9 kinds in that time) with a
+  sink that fails on 2% of the members for good and on 4% once, then the drain: 0 lost,
+  0 stuck (no retry waiting, no attempt record), replays identical, every add processed
+  or a dead letter, only poison among them; then, on that recorded run, removing the
+  delivery of one add makes I1 fail, changing a replayed batch makes I3 fail, dropping
+  the calls that processed a good member's add loses it and a good member among the dead
+  letters fails the fates.
 - The cluster smoke: the same on a Redis Cluster (3 primaries, a replica each) with the
   dehydrator loop, 30 s of its failovers and a slot migration.
 """
@@ -23,10 +30,19 @@ from pathlib import Path
 
 import pytest
 from nemesis import check as nc
+from nemesis import fates as nf
 from nemesis.cli import parse
-from nemesis.settings import CLUSTER_FAILOVERS, CLUSTER_KINDS, FAILOVERS, SENTINEL_KINDS, Settings
+from nemesis.poison import is_flaky, is_poison, refusal
+from nemesis.settings import (
+    CLUSTER_FAILOVERS,
+    CLUSTER_KINDS,
+    FAILOVERS,
+    SENTINEL_KINDS,
+    Settings,
+    kinds_of,
+)
 from nemesis.soak import soak
-from nemesis.summary import check_parks, failovers
+from nemesis.summary import actors, check_parks, failovers
 
 A = nc.Add
 D = nc.Delivery
@@ -118,6 +134,106 @@ def test_checker_counts_lost_only_among_kept_adds() -> None:
     assert nc.add_of(record).kept and not nc.add_of({**record, "kept": False}).kept
 
 
+def poisoned() -> tuple[list[nc.Add], list[nc.Delivery], list[nf.DeadLetter]]:
+    """--poison: ``p`` fails at every attempt (3) and ends a dead letter; ``f`` fails once
+    and is processed on its retry; ``g`` is processed at once."""
+    adds = [A("p", 1.0, 0, 0, 1.0), A("f", 1.0, 1, 0, 1.0), A("g", 2.0, 1, 0, 2.0)]
+    deliveries = [
+        D(0, [("f", 1.0, 1, 1), ("p", 1.0, 0, 1)], 3.0, 3.2, ("f", "p"), 103.2),
+        D(1, [("f", 1.0, 1, 2), ("g", 2.0, 1, 2), ("p", 1.0, 0, 2)], 4.0, 4.2, ("p",), 104.2),
+        D(2, [("p", 1.0, 0, 3)], 5.0, 5.2, ("p",), 105.2),
+    ]
+    dead = [nf.DeadLetter("p", 0, 105_300, 3, "nemesis poison: refused")]
+    return adds, deliveries, dead
+
+
+def poison_only(member: str) -> bool:
+    return member == "p"
+
+
+def test_fates_pass_a_run_with_poison() -> None:
+    adds, deliveries, dead = poisoned()
+    result = nf.fates(adds, deliveries, dead, poison_only, 3)
+    assert result["ok"], result
+    assert (result["processed"], result["dead_lettered"], result["lost"]) == (2, 1, 0)
+    assert result["failed_rows"] == 4
+    # I1 alone cannot tell: every add was delivered, processed or not.
+    assert nc.lost(adds, deliveries) == []
+
+
+def test_fates_catch_a_dropped_delivery() -> None:
+    """The retry of ``f`` never delivered (its batch dropped): f was only failed, never
+    processed nor a dead letter: lost. Likewise p without its dead letter."""
+    adds, deliveries, dead = poisoned()
+    dropped = [deliveries[0], deliveries[2]]
+    result = nf.fates(adds, dropped, dead, poison_only, 3)
+    assert not result["ok"] and result["lost"] == 2  # f, and g with it
+    assert {a["member"] for a in result["lost_examples"]} == {"f", "g"}
+    result = nf.fates(adds, deliveries, [], poison_only, 3)
+    assert (result["ok"], result["lost"], result["dead_lettered"]) == (False, 1, 0)
+
+
+def test_fates_catch_a_good_member_dead_lettered() -> None:
+    """``f`` (not poison) a dead letter instead of processed: the run fails, naming it;
+    so does a dead letter without its error, or buried before its last failure."""
+    adds, deliveries, dead = poisoned()
+    wrongly = [*dead, nf.DeadLetter("f", 1, 103_300, 3, "x")]
+    without_retry = [d._replace(failed=(*d.failed, "f")) if d.batch == 1 else d for d in deliveries]
+    result = nf.fates(adds, without_retry, wrongly, poison_only, 3)
+    assert not result["ok"] and result["dead_good_members"] == ["f"]
+    no_error = [dead[0]._replace(error=" ")]
+    assert nf.fates(adds, deliveries, no_error, poison_only, 3)["dead_without_error"] == 1
+    early = [dead[0]._replace(dead_at_ms=104_000)]  # before p's last failed delivery
+    assert nf.fates(adds, deliveries, early, poison_only, 3)["lost"] == 1
+
+
+def test_poison_shares_and_writer_members() -> None:
+    """The sink's verdicts are seeded and stable; a writer batch's members follow its
+    rate source's offsets; a batch whose row count differs is flagged."""
+    members = [f"m{i}" for i in range(2000)]
+    poison = [m for m in members if is_poison(3, 0.02, m)]
+    flaky = [m for m in members if is_flaky(3, 0.02, m)]
+    assert 20 < len(poison) < 60 and 50 < len(flaky) < 120 and not set(poison) & set(flaky)
+    assert refusal(3, 0.02, poison[0], 5) and refusal(3, 0.02, flaky[0], 1)
+    assert refusal(3, 0.02, flaky[0], 2) is None
+    assert nf.writer_members(4, None, 2) == [f"w{i}" for i in range(8)]
+    writes = [
+        {"batch": 1, "start": None, "end": 2, "rows": 8},
+        {"batch": 2, "start": 2, "end": 3, "rows": 5},
+    ]
+    adds, wrong = nf.writer_adds(writes, 4, lambda m: 0)
+    assert len(adds) == 12 and wrong == [2]
+
+
+def test_zombie_and_outage_checks_read_the_query_failures() -> None:
+    """A zombie that held leases must fail with "lost its lease"; an outage that began
+    while batches flowed must fail a query with the retryTimeout error, not another."""
+    settings = Settings(zombie=True, outage=True)
+    faults = [
+        {"kind": "outage", "start": 10.0, "end": 80.0, "hit": True},
+        {"kind": "zombie_consumer", "start": 100.0, "end": 105.0, "hit": True, "pid": 7},
+    ]
+    clear = {
+        "kind": "query_failed",
+        "at": 70.0,
+        "pid": 7,
+        "cause": "IckConnectionError: Ick 'soak': Redis did not answer within "
+        "redis.retryTimeout (restarting, failing over, migrating a slot?)",
+    }
+    fenced = {
+        "kind": "query_failed",
+        "at": 106.0,
+        "pid": 7,
+        "cause": "LeaseLost: Ick 'soak' shard 0: this consumer lost its lease (nobody holds it)",
+    }
+    found = actors(settings, [], [], [], [], faults, [clear, fenced])
+    assert found["outage"]["ok"] and found["zombie"]["ok"], found
+    vague = {**clear, "cause": "Python worker failed to connect back."}
+    found = actors(settings, [], [], [], [], faults, [vague, {**fenced, "pid": 8}])
+    assert not found["outage"]["ok"] and not found["zombie"]["ok"], found
+    assert (found["zombie"]["fenced"], found["outage"]["clear_error"]) == (0, 0)
+
+
 def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
     """--sentinel (no servers here): its kinds, the proxy's refused; the failovers of the
     summary and its table rows. The Sentinel soak itself is not in CI (a cold JVM start
@@ -159,10 +275,14 @@ def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_deliver
     assert set(CLUSTER_FAILOVERS) <= set(CLUSTER_KINDS)
     assert not {"redis_kill", "proxy_reset", "sentinel_kill"} & set(CLUSTER_KINDS)
     assert parse(["--cluster", "--kinds", "cluster_migrate"]).kinds == ("cluster_migrate",)
+    both = parse(["--cluster", "--poison", "0.02", "--writer", "--zombie"])
+    assert (both.poison, both.writer, both.zombie) == (0.02, True, True)
+    assert kinds_of(both) == (*CLUSTER_KINDS, "zombie_consumer")
     for argv in (
         ["--cluster", "--kinds", "proxy_reset"],
         ["--cluster", "--kinds", "sentinel_kill"],
         ["--cluster", "--sentinel"],
+        ["--cluster", "--outage"],  # no one server to keep down: a primary fails over
         ["--kinds", "cluster_kill"],
     ):
         with pytest.raises(SystemExit):
@@ -201,10 +321,12 @@ def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_deliver
 
 
 def test_smoke_soak(tmp_path) -> None:
-    """About 3 minutes: a cold start, 2 of mixed faults, the drain, the checks; then the
-    checker catches a delivery removed from this run's record."""
+    """About 3 minutes: a cold start, 2 of mixed faults with --poison 0.02, the drain, the
+    checks; then the checkers catch a delivery removed from this run's record."""
     began = time.monotonic()
-    settings = Settings(minutes=2.0, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0)
+    settings = Settings(
+        minutes=2.0, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0, poison=0.02
+    )
     summary = soak(settings)
     took = time.monotonic() - began
     print(f"smoke soak: {took:.0f} s")
@@ -213,9 +335,13 @@ def test_smoke_soak(tmp_path) -> None:
     assert summary["lost"] == 0, summary["lost_examples"]
     assert summary["replays_differing"] == [] and summary["empty_batches"] == []
     assert not any(summary["stuck"].values()), summary["stuck"]
+    fates = summary["fates"]
+    assert fates["ok"] and fates["lost"] == 0, fates
+    assert fates["dead_letters"] and fates["dead_lettered"] and fates["failed_rows"], fates
     assert summary["ok"], summary
 
     catches_a_dropped_delivery_and_a_changed_replay(tmp_path / "soak")
+    catches_a_lost_retry_and_a_good_dead_letter(tmp_path / "soak", settings)
 
 
 def catches_a_dropped_delivery_and_a_changed_replay(out: Path) -> None:
@@ -242,6 +368,36 @@ def catches_a_dropped_delivery_and_a_changed_replay(out: Path) -> None:
     victim = next(d for d in deliveries if len(d.rows) > 1)
     replayed = [*deliveries, victim._replace(rows=victim.rows[1:], end=victim.end + 1)]
     assert victim.batch in nc.replays(replayed)[1]
+
+
+def catches_a_lost_retry_and_a_good_dead_letter(out: Path, settings: Settings) -> None:
+    """--poison, on the run recorded in ``out``: the dead letters are poison only; without
+    the calls that processed the last add of a good member, its add is lost; a good
+    member among the dead letters fails the run."""
+    adds = [nc.add_of(r) for r in nc.read_jsonl(out / "adds.jsonl")]
+    deliveries = [nc.delivery_of(r) for r in nc.read_jsonl(out / "deliveries.jsonl")]
+    dead = [nf.dead_letter_of(r) for r in nc.read_jsonl(out / "dead_letters.jsonl")]
+
+    def poison(member: str) -> bool:
+        return is_poison(settings.seed, settings.poison, member)
+
+    assert dead and all(poison(d.member) and "poison" in d.error for d in dead)
+    assert nf.fates(adds, deliveries, dead, poison, 3)["ok"]
+    good = next(a for a in reversed(adds) if not poison(a.member))
+    done = {
+        (d.batch, d.end)
+        for d in deliveries
+        if any(m == good.member and r > good.reserved for m, _, _, r in d.rows)
+        and good.member not in d.failed
+        and d.end > good.at
+    }
+    dropped = [d for d in deliveries if (d.batch, d.end) not in done]
+    assert done and nf.fates([good], deliveries, dead, poison, 3)["lost"] == 0
+    assert nf.fates([good], dropped, dead, poison, 3)["lost"] == 1
+    assert not nf.fates(adds, dropped, dead, poison, 3)["ok"]
+    wrongly = [*dead, nf.DeadLetter(good.member, good.shard, 0, 3, "refused")]
+    result = nf.fates(adds, deliveries, wrongly, poison, 3)
+    assert not result["ok"] and result["dead_good_members"] == [good.member]
 
 
 def test_smoke_soak_cluster(tmp_path) -> None:

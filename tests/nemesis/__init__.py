@@ -1,7 +1,8 @@
 """The nemesis soak: hours (or minutes) of mixed faults against a stream of a sharded Ick,
 then a check that nothing acknowledged was lost (``check``).
 
-    python3 tests/nemesis --minutes 30 --seed 1 --out DIR [--dehydrator]
+    python3 tests/nemesis --minutes 30 --seed 1 --out DIR [--dehydrator] [--poison 0.02]
+        [--writer] [--zombie] [--outage] [--sentinel | --cluster]
     python3 tests/nemesis --check DIR    # the checker again, on a recorded run
 
 - A durable redis-server (AOF, ``appendfsync always``) on a free loopback port, reached by
@@ -49,6 +50,24 @@ then a check that nothing acknowledged was lost (``check``).
   query, ``readStream.format("dehydrator")``, writes each released element into the Ick
   (``df.write.format("ick")``) before recording it; checked: every acknowledged park is
   released after its ack and its element reaches the Ick's deliveries.
+- ``--poison SHARE``: the consumer's sink fails for good on SHARE of the members (a seeded
+  hash, ``nemesis.poison``) and at their first attempt on 2 x SHARE more, handing them
+  back with ``pyspark_ick.spark.retry_later`` (maxAttempts 3, retryBackoff 200 ms to 1 s);
+  each call records the members it failed on. After the drain the dead letters are read
+  (``DIR/dead_letters.jsonl``); checked (``fates``): every acknowledged add processed
+  after it or a dead letter, only poison dead-lettered, each dead letter with its error
+  and 3 attempts, nothing waiting for a retry and no attempt record left.
+- ``--writer``: the consumer's third query, a rate source (4 rows/s) into
+  ``writeStream.format("ick")``: value n is member ``w<n>``; each batch the query's
+  progress reports (after its commit) is recorded with its offsets (``writes``), from
+  which the checker knows its members; checked like adds (processed or dead-lettered);
+  --cluster: its writes wait for a replica (``redis.waitReplicas`` 1).
+- ``--zombie``: draws ``zombie_consumer``: SIGSTOP of the whole consumer until its leases
+  are a gone holder's, a rival takes each over and gives it back, SIGCONT: fenced, its
+  query fails with "lost its lease" and starts again (checked: each hit one fenced).
+- ``--outage``: draws ``outage``: Redis down 5-15 s longer than ``redis.retryTimeout``;
+  the queries fail with the error that says so and start again (checked: the text).
+  Proxy topology only (a Sentinel set or a cluster fails over instead).
 - At the end: the nemesis stops, every fault heals, producers stop, the consumer drains
   (deadline), stops, and the checker runs; a summary table is printed and written with
   every check to ``DIR/summary.json``.
@@ -60,10 +79,11 @@ consumer's process group is its own).
 The modules, one job each: ``cli`` (the command line), ``settings`` (what a soak does, the
 fault kinds), ``topology`` (where the Ick lives: behind the proxy, a Sentinel set or a
 Redis Cluster), ``cluster_writes`` (--cluster's writes that wait for a replica),
-``producers``, ``consumer`` (the child process and its Spark queries), ``supervisor``
-(runs and restarts the child), ``faults``, ``failovers`` and ``cluster_failovers`` (the
-nemesis), ``processes`` (signalling ours), ``records`` (the run's JSON lines), ``soak``
-(one run, start to end), ``summary`` (its checks and table) and ``check`` (the checker,
-pure functions over the records). They import one another as ``nemesis.*`` with tests/
-on sys.path (as under pytest; ``__main__`` puts it there).
+``producers``, ``consumer`` (the child process and its Spark queries), ``poison`` (which
+members the sink fails on), ``supervisor`` (runs and restarts the child), ``faults``,
+``failovers`` and ``cluster_failovers`` (the nemesis), ``processes`` (signalling ours),
+``records`` (the run's JSON lines), ``soak`` (one run, start to end), ``summary`` (its
+checks and table), ``check`` (the checker, pure functions over the records) and ``fates``
+(its part for --poison and --writer). They import one another as ``nemesis.*`` with
+tests/ on sys.path (as under pytest; ``__main__`` puts it there).
 """

@@ -37,12 +37,15 @@ from faults_support import Add  # an add Redis acknowledged, as the soak records
 
 
 class Delivery(NamedTuple):
-    """One foreachBatch call: batch id, rows ``(member, score, shard, reservation)``."""
+    """One foreachBatch call: batch id, rows ``(member, score, shard, reservation)``; with
+    --poison the members it failed on and the wall time of its record (nemesis.fates)."""
 
     batch: int
     rows: list[tuple[str, float, int, int]]
     start: float
     end: float
+    failed: tuple[str, ...] = ()
+    wall: float = 0.0
 
 
 class Window(NamedTuple):
@@ -77,16 +80,26 @@ def add_of(record: dict[str, Any]) -> Add:
 
 def delivery_of(record: dict[str, Any]) -> Delivery:
     rows = [(str(m), float(s), int(sh), int(r)) for m, s, sh, r in record["rows"]]
-    return Delivery(int(record["batch"]), rows, float(record["start"]), float(record["end"]))
+    return Delivery(
+        int(record["batch"]),
+        rows,
+        float(record["start"]),
+        float(record["end"]),
+        tuple(record.get("failed", ())),
+        float(record.get("wall", 0.0)),
+    )
 
 
 # --- I1 -----------------------------------------------------------------------------------
 
 
-def covering(adds: Sequence[Add], deliveries: Iterable[Delivery]) -> list[float]:
+def covering(
+    adds: Sequence[Add], deliveries: Iterable[Delivery], by_score: bool = True
+) -> list[float]:
     """For each add (in order), the end of the first sink call that delivered it (I1:
-    its member, from a reservation > the add's R, a score <= the add's, ending after the
-    add was acknowledged); ``inf`` when none did: the add was lost."""
+    its member, from a reservation > the add's R, a score <= the add's unless not
+    ``by_score``, ending after the add was acknowledged); ``inf`` when none did: the add
+    was lost."""
     # (shard, member) -> rows sorted by reservation: (reservation, score, end)
     seen: dict[tuple[int, str], list[tuple[int, float, float]]] = defaultdict(list)
     for d in deliveries:
@@ -98,7 +111,9 @@ def covering(adds: Sequence[Add], deliveries: Iterable[Delivery]) -> list[float]
     for add in adds:
         rows = seen.get((add.shard, add.member), [])
         first = bisect.bisect_right(rows, (add.reserved, inf, inf))
-        ends = [end for r, s, end in rows[first:] if s <= add.score and end > add.at]
+        ends = [
+            end for r, s, end in rows[first:] if (s <= add.score or not by_score) and end > add.at
+        ]
         found.append(min(ends, default=inf))
     return found
 
@@ -141,7 +156,8 @@ def duplicates(adds: Iterable[Add], deliveries: Iterable[Delivery]) -> tuple[int
 
     A row of member m from reservation r is a duplicate when the previous delivery of m
     (reservation p of the same shard) already covered every add of m before r: no add has
-    p <= R < r. Adds that Redis made but whose acknowledgement was lost are not in the
+    p <= R < r, and the sink did not fail m at p (--poison: r is then its retry). Adds that
+    Redis made but whose acknowledgement was lost are not in the
     record, so their deliveries count as duplicates too; members no recorded add names
     (the dehydrator's rehydrated ones) are left out."""
     marks: dict[tuple[int, str], list[int]] = defaultdict(list)
@@ -152,21 +168,22 @@ def duplicates(adds: Iterable[Add], deliveries: Iterable[Delivery]) -> tuple[int
     firsts: dict[int, Delivery] = {}
     for d in deliveries:
         firsts.setdefault(d.batch, d)
-    got: dict[tuple[int, str], list[int]] = defaultdict(list)
+    got: dict[tuple[int, str], list[tuple[int, bool]]] = defaultdict(list)
     for d in firsts.values():
         for member, _score, shard, reservation in d.rows:
-            got[shard, member].append(reservation)
+            got[shard, member].append((reservation, member in d.failed))
     dups = rows = 0
     for key, reservations in got.items():
         if key not in marks:
             continue
         rs = marks[key]
-        previous = -1
-        for r in sorted(reservations):
+        previous, retry = -1, False
+        for r, failed in sorted(reservations):
             rows += 1
-            if bisect.bisect_left(rs, r) == bisect.bisect_left(rs, previous):  # none in [p, r)
+            none_since = bisect.bisect_left(rs, r) == bisect.bisect_left(rs, previous)
+            if none_since and not retry:  # no add in [p, r), and p did not fail it
                 dups += 1
-            previous = r
+            previous, retry = r, failed
     return dups, rows
 
 

@@ -65,9 +65,23 @@ def parse(argv: list[str]) -> Settings:
         action="store_true",
         help="the Ick on a Redis Cluster (3 primaries, a replica each)",
     )
+    p.add_argument(
+        "--poison",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="the sink fails for good on SHARE of members (by a seeded hash), once on 2x SHARE",
+    )
+    p.add_argument("--writer", action="store_true", help="a writeStream.format(ick) producer")
+    p.add_argument("--zombie", action="store_true", help="draw zombie_consumer faults too")
+    p.add_argument("--outage", action="store_true", help="draw outage (> redis.retryTimeout)")
     a = p.parse_args(argv)
     if a.cluster and (a.sentinel or a.durable or a.wait_replicas != 1):
         p.error("--cluster goes without --sentinel, --durable and --wait-replicas")
+    if a.outage and (a.sentinel or a.cluster):
+        p.error("--outage is for the proxy topology (a Sentinel set or a cluster fails over)")
+    if not 0 <= a.poison < 0.3:
+        p.error("--poison takes a share of members in [0, 0.3)")
     if a.sentinel and a.dehydrator:
         p.error("--sentinel with --dehydrator is not implemented yet")
     kinds = tuple(k for k in a.kinds.split(",") if k)
@@ -90,6 +104,10 @@ def parse(argv: list[str]) -> Settings:
         wait_timeout=a.wait_timeout,
         wait_replicas=a.wait_replicas,
         durable=a.durable,
+        poison=a.poison,
+        writer=a.writer,
+        zombie=a.zombie,
+        outage=a.outage,
     )
 
 

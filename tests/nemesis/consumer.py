@@ -14,9 +14,11 @@ from typing import Any
 
 import redis
 
+from nemesis import poison
 from nemesis.cluster_writes import Fence
 from nemesis.records import write_atomically
 from nemesis.settings import DEHYDRATOR, ICK
+from pyspark_ick.spark import retry_later
 from pyspark_ick.testing import spark_session
 
 TESTS = Path(__file__).resolve().parents[1]  # on the PYTHONPATH of the Spark processes
@@ -72,6 +74,13 @@ def child_main(cfg: dict[str, Any]) -> int:
     }
     if cfg["consumer_id"]:
         common["consumerId"] = cfg["consumer_id"]
+    ick_options = {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]}
+    if cfg["poison"]:
+        ick_options.update(
+            maxAttempts=cfg["max_attempts"],
+            retryBackoff=cfg["retry_backoff"],
+            retryBackoffMax=cfg["retry_backoff_max"],
+        )
     progress = [0]
     fence = (
         Fence(cfg["url"], ICK, cfg["shards"], cfg["wait_timeout"]) if cfg.get("cluster") else None
@@ -79,7 +88,10 @@ def child_main(cfg: dict[str, Any]) -> int:
 
     def ick_sink(df: Any, batch_id: int) -> None:
         start = time.monotonic()
-        rows = sorted([r.member, r.score, r.shard, r.reservation] for r in df.collect())
+        collected = df.collect()
+        rows = sorted([r.member, r.score, r.shard, r.reservation] for r in collected)
+        failed = poison.failures(cfg["seed"], cfg["poison"], collected) if cfg["poison"] else []
+        handed = retry_later(failed, {**common, **ick_options}) if failed else [0, 0, 0]
         record.rpush(
             "deliveries",
             json.dumps(
@@ -88,7 +100,10 @@ def child_main(cfg: dict[str, Any]) -> int:
                     "rows": rows,
                     "start": start,
                     "end": time.monotonic(),
+                    "wall": time.time(),
                     "pid": os.getpid(),
+                    "failed": sorted(r.member for r, _ in failed),
+                    "handed": handed,
                 }
             ),
         )
@@ -128,9 +143,7 @@ def child_main(cfg: dict[str, Any]) -> int:
         progress[0] += 1
 
     def start() -> list[Any]:
-        streams = [
-            ("ick", {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]}, ick_sink, "ick")
-        ]
+        streams = [("ick", ick_options, ick_sink, "ick")]
         if cfg["dehydrator"]:
             streams.append(("dehydrator", {"dehydrator": DEHYDRATOR}, dh_sink, "dh"))
         queries = []
@@ -145,7 +158,19 @@ def child_main(cfg: dict[str, Any]) -> int:
                 .option("checkpointLocation", f"{cfg['checkpoint']}-{name}")
                 .start()
             )
+        if cfg["writer"] and not writer_stop.exists():
+            queries.append(start_writer(spark, cfg))
+        elif cfg["writer"]:
+            event("writer_stopped")
         return queries
+
+    recorded: set[int] = set()  # writer batches recorded (committed: in its progress)
+
+    def record_writes(queries: list[Any]) -> None:
+        for q in queries:
+            if q.name == WRITER:
+                for p in q.recentProgress:
+                    record_write(record, p, recorded)
 
     def event(kind: str, **more: Any) -> None:
         record.rpush(
@@ -162,6 +187,7 @@ def child_main(cfg: dict[str, Any]) -> int:
         )
 
     stop_file, beat = Path(cfg["stop_file"]), Path(cfg["heartbeat"])
+    writer_stop = Path(cfg["stop_file"] + "-writer")  # the soak's drain: the writer first
     failures = 0
     while True:
         queries = start()
@@ -171,18 +197,30 @@ def child_main(cfg: dict[str, Any]) -> int:
             write_atomically(beat, str(time.monotonic()))
             if progress[0] != seen:
                 failures, seen = 0, progress[0]
+            record_writes(queries)
+            writer = [q for q in queries if q.name == WRITER]
+            if writer and writer_stop.exists():
+                writer[0].stop()
+                record_writes(writer)
+                queries.remove(writer[0])
+                event("writer_stopped")
             if stop_file.exists():
                 for q in queries:
                     q.stop()
+                record_writes(queries)
                 event("stopped")
                 return 0
             dead = [q for q in queries if not q.isActive]
             if dead:
                 break
             time.sleep(0.25)
+        record_writes(queries)
         exc = dead[0].exception()
         cause = str(exc) if exc is not None else "stopped without an exception"
-        event("query_failed", cause=cause[:4000])
+        if len(cause) > 4000:  # Spark's wrapping, the errors raised, and the end
+            raised = [x for x in cause.splitlines() if "Error:" in x or "Exception:" in x]
+            cause = f"{cause[:1500]}\n...\n{chr(10).join(raised)[:2000]}\n...\n{cause[-500:]}"
+        event("query_failed", cause=cause)
         print(f"NEMESIS-QUERY-FAILED: {cause.splitlines()[0] if cause else ''}", flush=True)
         for q in queries:
             with contextlib.suppress(Exception):
@@ -191,3 +229,61 @@ def child_main(cfg: dict[str, Any]) -> int:
         if failures > 5:
             print("NEMESIS-EXIT: 6 query failures in a row without a batch", flush=True)
             return 3
+
+
+WRITER = "nemesis-writer"
+
+
+def start_writer(spark: Any, cfg: dict[str, Any]) -> Any:
+    """--writer: a rate source (``writer_rate`` rows a second, one partition) into
+    ``writeStream.format("ick")``: value n becomes member ``w<n>`` with score n (what
+    nemesis.fates.writer_members computes from a batch's offsets; --cluster: each write
+    waits for a replica)."""
+    from pyspark.sql import functions as F
+
+    writer = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", cfg["writer_rate"])
+        .option("numPartitions", 1)
+        .load()
+        .select(
+            F.concat(F.lit("w"), F.col("value").cast("string")).alias("member"),
+            F.col("value").cast("double").alias("score"),
+        )
+        .writeStream.format("ick")
+        .queryName(WRITER)
+        .option("redis.url", cfg["url"])
+        .option("ick", ICK)
+        .option("shards", cfg["shards"])
+        .option("redis.timeout", "5")
+        .option("redis.retryTimeout", cfg["retry_timeout"])
+        .option("checkpointLocation", f"{cfg['checkpoint']}-w")
+        .trigger(processingTime="5 seconds")
+    )
+    if cfg.get("cluster"):  # committed means on a replica, as the producers' kept adds
+        writer = writer.option("redis.waitReplicas", 1)
+    return writer.start()
+
+
+def record_write(record: Any, progress: Any, recorded: set[int]) -> None:
+    """Record a writer batch once its progress says it was committed (progress comes after
+    the commit): batch id, the rate source's offsets (seconds), rows, when it was seen."""
+    batch, rows = int(progress["batchId"]), int(progress["numInputRows"])
+    if batch in recorded or rows == 0:
+        return
+    source = progress["sources"][0]
+    start = source["startOffset"]
+    record.rpush(
+        "writes",
+        json.dumps(
+            {
+                "batch": batch,
+                "start": None if start is None else int(start),
+                "end": int(source["endOffset"]),
+                "rows": rows,
+                "at": time.monotonic(),
+                "pid": os.getpid(),
+            }
+        ),
+    )
+    recorded.add(batch)

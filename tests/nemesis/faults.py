@@ -8,6 +8,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,28 @@ from nemesis.cluster_failovers import ClusterFailovers
 from nemesis.failovers import Failovers
 from nemesis.processes import signal_group, signal_pid
 from nemesis.records import Journal, stamp, write_atomically
-from nemesis.settings import Settings, kinds_of
+from nemesis.settings import ICK, Settings, kinds_of
 from nemesis.supervisor import Supervisor
+from pyspark_ick import connect
+from pyspark_ick.errors import LeaseBusy
+from pyspark_ick.keys import IckKeys, shard_names
+from pyspark_ick.lease import Lease
+
+
+def live_holders(client: Any, keys: list[str]) -> int:
+    """How many of the lease hashes ``keys`` a live consumer held a moment ago (renewed
+    within 2.5 s: it renews every second)."""
+    seconds, micros = client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    renewed = [client.hget(k, "renewed") for k in keys]
+    return sum(r is not None and now_ms - int(r) < 2500 for r in renewed)
+
+
+def duration_s(text: str) -> float:
+    """Seconds of a duration as the soak's settings write them ("60s", "500ms")."""
+    if text.endswith("ms"):
+        return float(text[:-2]) / 1000
+    return float(text.rstrip("s"))
 
 
 class Nemesis(Failovers, ClusterFailovers):
@@ -49,6 +70,7 @@ class Nemesis(Failovers, ClusterFailovers):
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="nemesis")
         self.errors: list[str] = []
+        self.sink_calls: Callable[[], int] = lambda: 0  # the soak's count of sink calls
 
     def start(self) -> Nemesis:
         self._thread.start()
@@ -175,6 +197,67 @@ class Nemesis(Failovers, ClusterFailovers):
         finally:
             signal_group(pid, signal.SIGCONT)
         return {"hit": True, "seconds": round(seconds, 2), "pid": pid}
+
+    def zombie_consumer(self) -> dict[str, Any]:
+        """SIGSTOP the consumer until its Ick leases are a gone holder's (idle 3 heartbeats
+        and a second) and a rival has taken each over and given it back, as a consumer that
+        took over and stopped would; then SIGCONT: its fencing tokens are stale, so the
+        heartbeat and every reserve or commit are refused, its query fails with "lost its
+        lease", and the child starts it again (new tokens). Nothing may be lost."""
+        pid = self.supervisor.pid()
+        if pid is None:
+            return {"hit": False}
+        self.supervisor.paused_until = time.monotonic() + 120
+        signal_group(pid, signal.SIGSTOP)
+        taken = held = 0
+        try:
+            client = connect(self.url_of_ick(), timeout=5.0, retry_timeout=5.0)
+            names = shard_names(ICK, self.settings.shards)
+            left = [Lease(client, IckKeys(n).lease, n) for n in names]
+            held = live_holders(client, [lease.key for lease in left])
+            deadline = time.monotonic() + 30
+            while left and time.monotonic() < deadline and not self._stop.is_set():
+                for lease in list(left):
+                    with contextlib.suppress(LeaseBusy):
+                        lease.release(lease.acquire("nemesis-rival", 20_000, 1000))
+                        left.remove(lease)
+                        taken += 1
+                self._hold(0.5)
+            self._hold(self.rng.uniform(0, 5))
+            client.close()
+        finally:
+            signal_group(pid, signal.SIGCONT)
+        return {"hit": held > 0 and taken == len(names), "pid": pid, "held": held, "taken": taken}
+
+    def url_of_ick(self) -> str:
+        """A URL of the Ick's Redis that no fault touches (not through the proxy)."""
+        if self.cluster is not None:
+            return str(self.cluster.seed_url())
+        if self.sentinels is not None:
+            return str(self.sentinels.url)
+        return f"redis://127.0.0.1:{self.server.port}"
+
+    def outage(self) -> dict[str, Any]:
+        """Redis killed and kept down 5-15 s longer than the consumer's redis.retryTimeout:
+        its queries fail with the error that says so; the child (or the supervisor)
+        starts them again once Redis is back."""
+        seconds = duration_s(self.settings.retry_timeout) + self.rng.uniform(5, 15)
+        running = self._batches_flowing(90)  # else no query is there to fail
+        kill(self.server)
+        self._hold(seconds)
+        restart(self.server, timeout=60)
+        return {"hit": running, "down": round(seconds, 2)}
+
+    def _batches_flowing(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until the consumer's sink was called twice more:
+        its queries run (not a JVM starting). True when they did."""
+        first = self.sink_calls()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if self.sink_calls() >= first + 2:
+                return True
+            self._hold(0.5)
+        return False
 
     def heal(self) -> None:
         """End every fault: Redis running and continued, proxy healed (--sentinel: every

@@ -34,8 +34,22 @@ class Settings:
     kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
     grace: float = 20.0  # seconds after a fault still excused from the progress check
     restart_grace: float = 45.0  # the same after a fault that restarts the consumer
+    poison: float = 0.0  # share of members the sink fails on for good (2x that: once)
+    max_attempts: int = 3  # --poison: the stream's maxAttempts, retryBackoff(Max)
+    retry_backoff: str = "200ms"
+    retry_backoff_max: str = "1s"
+    writer: bool = False  # a rate source -> writeStream.format("ick") query, in the consumer
+    writer_rate: int = 4  # its rows (members) per second
+    zombie: bool = False  # draw zombie_consumer too
+    outage: bool = False  # draw outage too (Redis down longer than redis.retryTimeout)
+
+    def extra_kinds(self) -> tuple[str, ...]:
+        """The kinds --zombie and --outage add to the draw."""
+        return (ZOMBIE,) * self.zombie + (OUTAGE,) * self.outage
 
 
+ZOMBIE = "zombie_consumer"  # SIGSTOP past the lease, a rival takes it, SIGCONT: fenced
+OUTAGE = "outage"  # Redis down longer than redis.retryTimeout: the query fails, restarts
 CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner", "stop_consumer")
 KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER_KINDS)
 FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
@@ -44,8 +58,10 @@ SENTINEL_KINDS = (*FAILOVERS, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel
 CLUSTER_FAILOVERS = ("cluster_kill", "cluster_failover", "cluster_stop", "cluster_migrate")
 CLUSTER_KINDS = (*CLUSTER_FAILOVERS, *CONSUMER_KINDS)  # --cluster (no proxy: MOVED and
 # CLUSTER SLOTS name the nodes' own ports)
-ALL_KINDS = (*KINDS, *FAILOVERS, *CLUSTER_FAILOVERS)
+ALL_KINDS = (*KINDS, *FAILOVERS, *CLUSTER_FAILOVERS, ZOMBIE, OUTAGE)
 RESTARTING = {
+    ZOMBIE,
+    OUTAGE,
     "redis_kill",
     "kill_driver",
     "kill_jvm",
@@ -59,7 +75,7 @@ LONG_GRACE = (
 
 
 def kinds_of(settings: Settings) -> tuple[str, ...]:
-    """The fault kinds a soak draws from: ``settings.kinds``, else every kind of its mode."""
-    if settings.kinds:
-        return settings.kinds
-    return CLUSTER_KINDS if settings.cluster else SENTINEL_KINDS if settings.sentinel else KINDS
+    """The fault kinds a soak draws from: ``settings.kinds``, else every kind of its mode;
+    and those --zombie and --outage add."""
+    mode = CLUSTER_KINDS if settings.cluster else SENTINEL_KINDS if settings.sentinel else KINDS
+    return (*(settings.kinds or mode), *settings.extra_kinds())

@@ -26,7 +26,8 @@ from nemesis.summary import summarize, table
 from nemesis.supervisor import Supervisor
 from nemesis.topology import start_target
 from pyspark_ick import Dehydrator, ShardedIck
-from pyspark_ick.keys import shard_names
+from pyspark_ick.dead_letters import DeadLetters
+from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.reservations import describe
 from pyspark_ick.testing import start_binary, wait_until
 
@@ -90,11 +91,18 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             "dehydrator": settings.dehydrator,
             "cluster": settings.cluster,
             "wait_timeout": settings.wait_timeout,
+            "seed": settings.seed,
+            "poison": settings.poison,
+            "max_attempts": settings.max_attempts,
+            "retry_backoff": settings.retry_backoff,
+            "retry_backoff_max": settings.retry_backoff_max,
+            "writer": settings.writer,
+            "writer_rate": settings.writer_rate,
         }
-        for stale in ("stop", "heartbeat", "worker.arm", "sink.arm"):
+        for stale in ("stop", "stop-writer", "heartbeat", "worker.arm", "sink.arm"):
             with contextlib.suppress(FileNotFoundError):
                 (out / stale).unlink()
-        for name in ("checkpoint-ick", "checkpoint-dh"):
+        for name in ("checkpoint-ick", "checkpoint-dh", "checkpoint-w"):
             shutil.rmtree(out / name, ignore_errors=True)
 
         clients = [target.client() for _ in range(settings.producers + 1)]
@@ -133,6 +141,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             sentinels,
             cluster=target.cluster,
         )
+        nemesis.sink_calls = lambda: int(record.llen("deliveries"))
         run.on_exit(nemesis.heal)
         run.on_exit(lambda: nemesis.stop(timeout=30))
 
@@ -151,7 +160,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
                 record.llen("deliveries") > 0
                 and (dehydrator is None or record.llen("dh_deliveries") > 0)
             ),
-            timeout=240,
+            timeout=300,  # a cold JVM on a loaded machine
             interval=0.5,
             what="the consumer's first batch",
         )
@@ -171,11 +180,13 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         nemesis.heal()
         for loop in loops:
             loop.stop()
+        if settings.writer:
+            stop_writer(record, out / "stop-writer", log)
         faults_end = time.monotonic()
         log(f"soak: faults over; draining (at most {settings.drain_timeout:.0f} s)")
 
         def is_drained() -> bool:
-            if not drained(direct, ICK, settings.shards):
+            if not drained(direct, ICK, settings.shards) or any(retries_left(direct, settings)):
                 return False
             return dehydrator is None or not any(dehydrator_left(direct, settings))
 
@@ -194,7 +205,10 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         if emptied and dehydrator is not None:
             with contextlib.suppress(TimeoutError):
                 wait_until(
-                    lambda: drained(direct, ICK, settings.shards),
+                    lambda: (
+                        drained(direct, ICK, settings.shards)
+                        and not any(retries_left(direct, settings))
+                    ),
                     timeout=60,
                     interval=0.5,
                     what="the Ick drained",
@@ -211,6 +225,10 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         write_jsonl(out / "deliveries.jsonl", deliveries)
         write_jsonl(out / "dh_deliveries.jsonl", dh)
         write_jsonl(out / "events.jsonl", events)
+        writes = [json.loads(x) for x in record.lrange("writes", 0, -1)]
+        write_jsonl(out / "writes.jsonl", writes)
+        dead = dead_letters(direct, settings)
+        write_jsonl(out / "dead_letters.jsonl", dead)
         summary = summarize(
             settings,
             journals,
@@ -227,6 +245,8 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             servers=target.servers,
             producer_errors=sum(len(p.errors) for p in loops),
             producer_error_examples=sorted({e[:200] for p in loops for e in p.errors})[:5],
+            writes=writes,
+            dead_letters=dead,
         )
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         log(table(summary))
@@ -234,6 +254,22 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
     finally:
         run.close()
         atexit.unregister(run.close)
+
+
+def stop_writer(record: Any, stop: Path, log: Callable[[str], None]) -> None:
+    """--writer: ask the consumer to stop its writer query (before the drain, as the
+    producers stop) and wait until it says it did (a child started after that starts none)."""
+    since = time.monotonic()
+    stop.write_text("stop")
+
+    def stopped() -> bool:
+        events = [json.loads(x) for x in record.lrange("events", 0, -1)]
+        return any(e["kind"] == "writer_stopped" and e["at"] > since for e in events)
+
+    try:
+        wait_until(stopped, timeout=120, interval=0.5, what="the writer query stopped")
+    except TimeoutError as exc:
+        log(f"soak: {exc}; draining anyway")
 
 
 def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[str, Any]:
@@ -248,7 +284,35 @@ def stuck_state(client: Any, settings: Settings, with_dehydrator: bool) -> dict[
     }
     if with_dehydrator:
         state["dehydrator"], state["open_claims"] = dehydrator_left(client, settings)
+    state["retrying"], state["attempt_records"], state["handed_back"] = retries_left(
+        client, settings
+    )
     return state
+
+
+def retries_left(client: Any, settings: Settings) -> tuple[int, int, int]:
+    """(members waiting for a retry, attempt records, hand-backs no commit decided yet) of
+    the soak's Ick (retries.py's keys): all 0 once every member is done or a dead letter."""
+    parts = [IckKeys(name) for name in shard_names(ICK, settings.shards)]
+    return (
+        sum(client.zcard(k.retry) for k in parts),
+        sum(client.hlen(k.attempts) for k in parts),
+        sum(client.hlen(k.failed) for k in parts),
+    )
+
+
+def dead_letters(client: Any, settings: Settings) -> list[dict[str, Any]]:
+    """The soak's dead letters (nemesis.fates.dead_letter_of reads them back)."""
+    return [
+        {
+            "member": d.member,
+            "shard": d.shard,
+            "dead_at_ms": d.dead_at_ms,
+            "attempts": d.attempts,
+            "error": d.error,
+        }
+        for d in DeadLetters(ShardedIck(client, ICK, settings.shards)).read()
+    ]
 
 
 def dehydrator_left(client: Any, settings: Settings) -> tuple[int, int]:

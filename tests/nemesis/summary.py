@@ -9,8 +9,19 @@ from dataclasses import asdict
 from typing import Any
 
 from nemesis import check as nc
+from nemesis import fates as nf
+from nemesis.poison import is_poison
 from nemesis.records import Journal
-from nemesis.settings import ALL_KINDS, CLUSTER_FAILOVERS, FAILOVERS, LONG_GRACE, Settings
+from nemesis.settings import (
+    ALL_KINDS,
+    CLUSTER_FAILOVERS,
+    FAILOVERS,
+    LONG_GRACE,
+    OUTAGE,
+    ZOMBIE,
+    Settings,
+)
+from pyspark_ick.keys import shard_of
 
 
 def classify(cause: str) -> str:
@@ -83,6 +94,7 @@ def summarize(
     **more: Any,
 ) -> dict[str, Any]:
     """Every check of the run and the counts of the summary table."""
+    writes, dead = more.pop("writes", []), more.pop("dead_letters", [])
     adds = [nc.add_of(r) for r in journals["adds"].records]
     faults = journals["faults"].records
     grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace for k in ALL_KINDS}
@@ -128,11 +140,84 @@ def summarize(
         summary["failovers"] = failovers(
             faults, CLUSTER_FAILOVERS if settings.cluster else FAILOVERS
         )
+    summary.update(actors(settings, adds, deliveries, writes, dead, faults, events))
+    for part in ("fates", "writer", "zombie", "outage"):
+        if part in summary:
+            summary["ok"] = summary["ok"] and summary[part]["ok"]
     if settings.dehydrator:
         summary["dehydrator"] = check_parks(journals["parks"].records, dh, deliveries)
         d = summary["dehydrator"]
         summary["ok"] = summary["ok"] and not (d["lost"] or d["early"] or d["not_in_ick"])
     return summary
+
+
+def actors(
+    settings: Settings,
+    adds: list[nc.Add],
+    deliveries: list[Any],
+    writes: list[dict[str, Any]],
+    dead: list[dict[str, Any]],
+    faults: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The checks of --poison (fates: processed or a dead letter), --writer (its committed
+    batches' members likewise), --zombie (each fenced) and --outage (each ended by the
+    clear error)."""
+    found: dict[str, Any] = {}
+    calls = [nc.delivery_of(d) for d in deliveries]
+    letters = [nf.dead_letter_of(d) for d in dead]
+
+    def poison(member: str) -> bool:
+        return is_poison(settings.seed, settings.poison, member)
+
+    if settings.poison or dead:
+        found["fates"] = nf.fates(adds, calls, letters, poison, settings.max_attempts)
+    if settings.writer:
+        written, wrong = nf.writer_adds(
+            writes, settings.writer_rate, lambda m: shard_of(m, settings.shards)
+        )
+        result = nf.fates(written, calls, letters, poison, settings.max_attempts)
+        found["writer"] = {
+            **result,
+            "ok": result["ok"] and not wrong and bool(written),
+            "batches": len({w["batch"] for w in writes}),
+            "batches_not_matching": wrong,
+        }
+    failed = [e for e in events if e["kind"] == "query_failed"]
+
+    def after(f: dict[str, Any], needle: str, within: float) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in failed
+            if f["start"] <= e["at"] <= f["end"] + within and needle in e.get("cause", "")
+        ]
+
+    zombies = [f for f in faults if f["kind"] == ZOMBIE]
+    if settings.zombie:
+        hit = [f for f in zombies if f.get("hit")]
+        fenced = sum(
+            any(e["pid"] == f.get("pid") for e in after(f, "lost its lease", 60)) for f in hit
+        )
+        found["zombie"] = {
+            "ok": fenced == len(hit),
+            "drawn": len(zombies),
+            "hit": len(hit),
+            "fenced": fenced,
+        }
+    outages = [f for f in faults if f["kind"] == OUTAGE]
+    if settings.outage:
+        clear = "did not answer within redis.retryTimeout"
+        failing = [f for f in outages if f.get("hit")]  # batches flowed when it began
+        clear_ones = sum(bool(after(f, clear, 30)) for f in failing)
+        found["outage"] = {
+            "ok": clear_ones == len(failing),
+            "drawn": len(outages),
+            "failing": len(failing),
+            "clear_error": clear_ones,
+            "causes": sorted({classify(e["cause"]) for f in outages for e in after(f, "", 30)}),
+            "example": next((e["cause"][:300] for f in outages for e in after(f, clear, 30)), None),
+        }
+    return found
 
 
 def failovers(faults: list[dict[str, Any]], kinds: tuple[str, ...] = FAILOVERS) -> dict[str, Any]:
@@ -212,6 +297,7 @@ def table(s: dict[str, Any]) -> str:
             )
             for kind, f in s["failovers"].items()
         ]
+    rows += actor_rows(s)
     if "dehydrator" in s:
         d = s["dehydrator"]
         rows += [
@@ -224,3 +310,49 @@ def table(s: dict[str, Any]) -> str:
     rows = [(str(k) if len(str(k)) <= 60 else str(k)[:57] + "...", v) for k, v in rows]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def actor_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The table rows of --poison, --writer, --zombie and --outage."""
+    rows: list[tuple[str, Any]] = []
+    if "fates" in s:
+        f = s["fates"]
+        rows += [
+            ("fates of acknowledged adds", "OK" if f["ok"] else "FAILED"),
+            ("  processed", f["processed"]),
+            ("  dead-lettered (poison)", f["dead_lettered"]),
+            ("  lost (neither)", f["lost"]),
+            ("  rows handed back (retry_later)", f["failed_rows"]),
+            (
+                "  dead letters (good members among them)",
+                f"{f['dead_letters']} ({len(f['dead_good_members'])})",
+            ),
+            (
+                "  dead letters without error / attempts",
+                f"{f['dead_without_error']} / {f['dead_attempts_not_max']}",
+            ),
+        ]
+    if "writer" in s:
+        w = s["writer"]
+        rows += [
+            ("writer (writeStream.format(ick))", "OK" if w["ok"] else "FAILED"),
+            ("  committed batches / members", f"{w['batches']} / {w['adds']}"),
+            (
+                "  lost (processed, dead-lettered)",
+                f"{w['lost']} ({w['processed']}, {w['dead_lettered']})",
+            ),
+        ]
+    if "zombie" in s:
+        z = s["zombie"]
+        rows.append(
+            ("zombie consumers (holding leases: fenced of them)", f"{z['fenced']} of {z['hit']}")
+        )
+    if "outage" in s:
+        o = s["outage"]
+        rows.append(
+            (
+                "outages > retryTimeout (queries running, clear error)",
+                f"{o['drawn']} ({o['failing']}, {o['clear_error']})",
+            )
+        )
+    return rows
