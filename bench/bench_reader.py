@@ -58,7 +58,7 @@ def raw_drain(client: Any, name: str, batch: int = 10_000) -> int:
             number, moved, _ = log.reserve(batch, numbers[i], tokens[i])
             if moved:
                 busy = True
-                got += sum(len(flat) // 2 for _, flat in log.read(numbers[i], number))
+                got += sum(len(m.items) // 2 for m in log.read(numbers[i], number))
                 log.commit(number, tokens[i])
                 numbers[i] = number
     for log, token in zip(logs, tokens, strict=True):
@@ -186,9 +186,9 @@ def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
         for i, log in enumerate(logs):
             number, moved, _ = log.reserve(100_000, numbers[i], tokens[i])
             if moved:
-                for _, flat in log.read(numbers[i], number):
+                for manifest in log.read(numbers[i], number):
                     now = time.time()
-                    delays += [now - float(s) for s in flat[1::2]]
+                    delays += [now - float(s) for s in manifest.items[1::2]]
                 log.commit(number, tokens[i])
                 numbers[i] = number
     for log, token in zip(logs, tokens, strict=True):

@@ -4,6 +4,7 @@ one Spark runs is reserved in the background, and the one before it committed.""
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import pytest
@@ -59,6 +60,41 @@ def test_a_draining_backlog_is_reserved_one_batch_ahead(
     assert delivered == [f"m{i:02d}" for i in range(100)]
     assert ick.stats()["total_size"] == 0
     assert describe(client, "ahead")["open_reservations"] == 0
+    reader.stop()
+
+
+def test_the_batch_after_a_backlog_commits_the_one_before_in_the_background(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """50 members, maxMembersPerTrigger 30: batch 1 (30) is cut by the limit, batch 2 (20)
+    is the last. Batch 2's latestOffset leaves the commit of batch 1 to a background job
+    (it runs while the executors read batch 2, off Spark's critical path); the next
+    trigger commits batch 2 and the Ick ends empty."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 10)
+    ick = ShardedIck(client, "after", 1)
+    ick.add_pairs([f"m{i:02d}" for i in range(50)], [float(i) for i in range(50)])
+    reader = stream_reader(
+        {"redis.url": redis_url, "ick": "after", "maxMembersPerTrigger": "30"}, STREAM_SCHEMA
+    )
+    log = reader._driver()[0]
+    committed_by: dict[int, str] = {}
+    commit = log.commit
+
+    def commit_where(through: int, fence: Any) -> int:
+        committed_by[through] = threading.current_thread().name
+        return commit(through, fence)
+
+    monkeypatch.setattr(log, "commit", commit_where)
+    limit = reader.getDefaultReadLimit()
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, limit)
+    last = reader.latestOffset(first, limit)
+    reader.commit(first)
+    assert len(members(reader, first, last)) == 20
+    assert committed_by[first["0"]] == "pyspark-ick-ahead"
+    assert reader.latestOffset(last, limit) == last
+    assert committed_by[last["0"]] == threading.current_thread().name
+    assert ick.stats()["total_size"] == 0
     reader.stop()
 
 

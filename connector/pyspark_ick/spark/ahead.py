@@ -1,5 +1,6 @@
 """The stream reader's job ahead: while Spark runs batch N+1, a background thread commits
-batch N and reserves N+2, so that Redis works while the executors read.
+batch N and reserves N+2, so that Redis works while the executors read. The batch after a
+backlog (nothing more to reserve) gets a job that only commits.
 
 Its reservations are past the last offset Spark logged, as after a crash between reserve
 and offset log: the next latestOffset delivers them (topped up to its limit), and nothing
@@ -13,36 +14,39 @@ from collections.abc import Callable
 
 
 class Ahead:
-    """The driver's background job (``job()`` returns items reserved per shard): it
-    commits through ``done`` and reserves past ``end``."""
+    """The driver's background job (``job()`` returns items reserved per shard, None when
+    it only commits): it commits through ``done`` and reserves past ``end``."""
 
-    def __init__(self, job: Callable[[], list[int]], done: list[int], end: list[int]) -> None:
+    def __init__(
+        self, job: Callable[[], list[int] | None], done: list[int], end: list[int]
+    ) -> None:
         self.done, self.end = done, end
-        self._sizes: list[int] = []
+        self._sizes: list[int] | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run, args=(job,), daemon=True, name="pyspark-ick-ahead"
         )
         self._thread.start()
 
-    def _run(self, job: Callable[[], list[int]]) -> None:
+    def _run(self, job: Callable[[], list[int] | None]) -> None:
         try:
             self._sizes = job()
         except BaseException as exc:  # noqa: BLE001 - re-raised by result()
             self._error = exc
 
-    def result(self) -> list[int]:
-        """Wait for the job; its sizes, or its error raised here."""
+    def result(self) -> list[int] | None:
+        """Wait for the job; its sizes (None: it only committed), or its error raised
+        here."""
         self._thread.join()
         if self._error is not None:
             raise self._error
         return self._sizes
 
-    def past(self, after: list[int] | None) -> list[int]:
+    def past(self, after: list[int] | None) -> list[int] | None:
         """Wait for the job; the items it reserved past ``after`` (none if it reserved
-        past another offset)."""
+        past another offset; None if it only committed)."""
         sizes = self.result()
-        return sizes if after == self.end else []
+        return None if sizes is None else sizes if after == self.end else []
 
     def covers(self, through: list[int]) -> bool:
         """Whether the job commits everything through ``through``."""

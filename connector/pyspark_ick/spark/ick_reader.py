@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
@@ -155,18 +156,13 @@ def arrow_batches(
     """
     members: list[Any] = []
     scores: list[Any] = []
-    numbers: list[int] = []
-    deliveries: list[int] = []
-    attempts: list[int] = []
     for entry in entries:
-        count = len(entry.items) // 2
         members += entry.items[0::2]
         scores += entry.items[1::2]
-        numbers += [entry.number] * count
-        deliveries += [entry.deliveries] * count
-        attempts += entry.attempts or [0] * count
     if not members:
         return
+    counts = [len(entry.items) // 2 for entry in entries]
+    numbers = np.repeat(np.array([e.number for e in entries], np.int64), counts)
     column = pa.array(members, pa.binary())
     if not binary:
         column = utf8(
@@ -179,10 +175,12 @@ def arrow_batches(
     table = pa.table(
         {
             "member": column,
-            "score": pc.cast(pa.array(scores, pa.string()), pa.float64()),
-            "reservation": pa.array(numbers, pa.int64()),
-            "deliveries": pa.array(deliveries, pa.int32()),
-            "attempt": pc.add(pa.array(attempts, pa.int32()), 1),
+            "score": pc.cast(pa.array(scores, pa.binary()).cast(pa.string()), pa.float64()),
+            "reservation": pa.array(numbers),
+            "deliveries": pa.array(
+                np.repeat(np.array([e.deliveries for e in entries], np.int32), counts)
+            ),
+            "attempt": pa.array(attempts(entries, counts)),
         }
     )
     if len(entries) > 1 and len(set(members)) < len(members):
@@ -199,8 +197,17 @@ def arrow_batches(
         )
     if len(entries) > 1:
         table = table.sort_by([("score", "ascending"), ("member", "ascending")])
-    table = table.add_column(2, "shard", pa.array([shard] * table.num_rows, pa.int32()))
+    table = table.add_column(2, "shard", pa.array(np.full(table.num_rows, shard, np.int32)))
     yield from table.cast(arrow_schema(stream_schema(binary))).to_batches(ROWS_PER_BATCH)
+
+
+def attempts(entries: Sequence[Manifest], counts: list[int]) -> Any:
+    """The ``attempt`` column of ``entries`` (``counts`` rows each): 1 plus each member's
+    failed attempts."""
+    if not any(entry.attempts for entry in entries):
+        return np.ones(sum(counts), np.int32)
+    failed = [entry.attempts or [0] * count for entry, count in zip(entries, counts, strict=True)]
+    return np.concatenate([np.array(f, np.int32) for f in failed]) + 1
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

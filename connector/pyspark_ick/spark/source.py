@@ -29,7 +29,7 @@ background thread commits instead, then reserves the next batch while the execut
 this one, so Redis and Spark work at once (ahead.py). Its reservations are past the last
 offset Spark logged, as after a crash between reserve and offset log, so the next
 ``latestOffset`` delivers them, topped up to its limit. Two batches are then reserved at
-once (the cset holds both).
+once (the cset holds both). The batch after the backlog's last gets a job that only commits.
 
 The lease of every shard is taken on the first driver call, renewed by every reserve and
 commit and by a heartbeat thread, and released by ``stop()``. A lease that its holder
@@ -262,24 +262,25 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         if planning.backlogged(sizes, max_rows(limit), state.budget):
             self._start_ahead(after, numbers, limit)
         elif ahead is not None:
-            state.commit(after)
+            self._start_ahead(after, numbers)  # the commit only, while the executors read
         logger.debug("latestOffset %s %r %s", start, limit, self._latest)
         return self._latest
 
-    def _start_ahead(self, done: list[int], end: list[int], limit: ReadLimit) -> None:
+    def _start_ahead(self, done: list[int], end: list[int], limit: ReadLimit | None = None) -> None:
         """Start the job ahead: commit through ``done`` (Spark has finished those batches),
-        then reserve the next batch past ``end`` while the executors read (ahead.py)."""
+        then, with a ``limit``, reserve the next batch past ``end`` while the executors
+        read (ahead.py)."""
         state = self._open()
 
-        def job() -> list[int]:
+        def job() -> list[int] | None:
             state.commit(done)
-            return state.reserve(end, limit)[1]
+            return None if limit is None else state.reserve(end, limit)[1]
 
         self._ahead = Ahead(job, done, end)
 
     def _finish_ahead(self, after: list[int] | None = None) -> list[int] | None:
-        """Wait for the job ahead (re-raising its error); None when there was none, else
-        the items it reserved past ``after``."""
+        """Wait for the job ahead (re-raising its error); None when there was none or it
+        only committed, else the items it reserved past ``after``."""
         ahead, self._ahead = self._ahead, None
         return None if ahead is None else ahead.past(after)
 
