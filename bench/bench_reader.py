@@ -5,12 +5,12 @@ with no I/O at all).
 drain:   N queued members (1,000,000; --quick 100,000) through readStream -> noop sink
          (Trigger.AvailableNow), at maxMembersPerTrigger 250,000 and 1,000,000, against one
          Python loop doing reserve 10,000 + read + commit with the same Lua scripts. The
-         ratio target (>= 0.7) applies to the drain itself: the micro-batches (Spark's
+         ratio target (>= 0.9) applies to the drain itself: the micro-batches (Spark's
          triggerExecution). The wall time with query start and stop is shown too, with the
          start and stop of a query of the no-I/O source: Spark's fixed cost per query.
 latency: producers add 1,000 members/s (score = add time) while a query with trigger
          processingTime=0 runs; p50/p99 of arrival in foreachBatch minus score. Targets
-         p50 <= 250 ms, p99 <= 1 s. Baselines: the same producers and a Python loop
+         p50 and p99 <= 1.05x Spark's floor (below). Baselines: the same producers and a Python loop
          reserving, reading and committing as fast as it can; and the no-I/O source with
          the same trigger and sink (events at 1,000/s, available the moment they happen).
 
@@ -138,7 +138,7 @@ def bench_drain(report: Report, spark: Any, url: str, n: int, repeat: int) -> No
             n / min(batches[per_trigger]),
             "members/s",
             base,
-            minimum=0.7,
+            minimum=0.9,
         )
     for per_trigger in triggers:
         report.compare(
@@ -255,15 +255,18 @@ def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
         base_producer.stopped.set()
         base_producer.join()
     report.params.update(rate=1000, seconds=seconds, trigger="processingTime=0")
-    for q, target in ((0.5, 0.25), (0.99, 1.0)):
+    for q in (0.5, 0.99):
         name = f"latency p{round(q * 100)}"
         report.add(f"{name} raw loop", percentile(base, q) * 1000, "ms")
         floor_row = f"{name} no-I/O Python source (Spark's floor)"
         report.add(floor_row, percentile(floor, q) * 1000, "ms")
-        row = report.compare(
-            f"{name} readStream -> foreachBatch", percentile(measured, q) * 1000, "ms", floor_row
+        report.compare(
+            f"{name} readStream -> foreachBatch",
+            percentile(measured, q) * 1000,
+            "ms",
+            floor_row,
+            maximum=1.05,
         )
-        row.target, row.ok = f"<= {target * 1000:.0f} ms", percentile(measured, q) <= target
     report.add("latency members measured", len(measured), "members")
 
 
