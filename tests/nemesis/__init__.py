@@ -33,7 +33,11 @@ then a check that nothing acknowledged was lost (``check``).
   add is recorded only once a replica has it (every recorded add is kept, by
   construction; one that raised a ReplicationError or IckConnectionError is a producer
   error, not acknowledged), and no batch is delivered on a reservation a replica lacks:
-  an empty or changed replay is a failure here as everywhere. Its faults: kill -9 of the
+  an empty or changed replay is a failure here as everywhere. "On a replica" is not
+  "survives every failover": with ``--wait-replicas 1`` a SENTINEL FAILOVER loses what the
+  replica not promoted confirmed while it still followed the old primary (demoted, it
+  discards it); ``--durable --wait-replicas 2`` is what survives them all
+  (docs/deploying.md). Its faults: kill -9 of the
   primary (restarted a few seconds after Sentinel promoted a replica: it rejoins as a
   replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer
   than the sentinels' 1 s down-after), and the consumer's kinds; each failover records

@@ -266,7 +266,7 @@ def table(s: dict[str, Any]) -> str:
         ("acknowledged adds", s["adds"]),
         *(
             [
-                ("  on a replica (recorded once one confirmed)", s["kept"]),
+                (f"  on {s.get('wait_replicas')} replica(s) (recorded once confirmed)", s["kept"]),
                 ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})"),
             ][: 1 + bool(s["unkept"])]  # no unkept add since the producers wait (connect)
             if s.get("mode") in ("sentinel", "cluster")
