@@ -5,7 +5,9 @@ faults loses nothing.
   one delivery of an add, a delivery from an older reservation, or a sink call that ended
   before the add was acknowledged each make I1 fail; a replay with other rows fails I3;
   duplicates and stalls (outside fault windows) are counted; lost counts only kept adds
-  (--sentinel: a replica confirmed them), unkept ones are counted apart.
+  (every add of a run since the producers wait for a replica), unkept ones (older
+  records) apart; an empty batch fails a run, and an empty or changed replay after a
+  failover fails a --sentinel or --cluster run's summary (the readers wait).
 - --sentinel without servers: its fault kinds, and the failovers of its summary; the
   same for --cluster, and on records shaped as a cluster run's the checker catches a
   dropped delivery of a kept add and a dropped release of a kept park.
@@ -33,6 +35,7 @@ from nemesis import check as nc
 from nemesis import fates as nf
 from nemesis.cli import parse
 from nemesis.poison import is_flaky, is_poison, refusal
+from nemesis.records import Journal
 from nemesis.settings import (
     CLUSTER_FAILOVERS,
     CLUSTER_KINDS,
@@ -42,7 +45,7 @@ from nemesis.settings import (
     kinds_of,
 )
 from nemesis.soak import soak
-from nemesis.summary import actors, check_parks, failovers
+from nemesis.summary import actors, check_parks, failovers, summarize, table
 
 A = nc.Add
 D = nc.Delivery
@@ -67,12 +70,41 @@ def test_checker_passes_a_good_run() -> None:
     assert (result["lost"], result["replays"], result["duplicate_rows"]) == (0, 1, 0)
 
 
-def test_an_empty_batch_fails_a_run_unless_failovers_may_lose_a_reservation() -> None:
+def test_an_empty_batch_fails_a_run() -> None:
     adds, deliveries = synthetic()
     with_empty = [*deliveries, D(2, [], 9.5, 9.6)]  # a batch whose reservation was lost
     result = nc.check(adds, with_empty, [], until=10.0)
     assert not result["ok"] and result["empty_batches"] == [2]
-    assert nc.check(adds, with_empty, [], until=10.0, failovers=True)["ok"]
+
+
+@pytest.mark.parametrize("mode", ["--sentinel", "--cluster"])
+def test_an_empty_or_changed_replay_after_a_failover_fails_a_waiting_run(tmp_path, mode) -> None:
+    """With readers waiting for a replica (--sentinel, --cluster) a failover keeps every
+    reservation: a batch after one that reads nothing (an empty replay of a planned
+    batch), or a replay with other rows, fails the run's summary (an empty batch was
+    reported and passed while the readers did not wait)."""
+    settings = parse([mode, "--out", str(tmp_path)])
+    kill = "cluster_kill" if settings.cluster else "sentinel_kill"
+    adds, deliveries = synthetic()
+
+    def summary(calls: list[nc.Delivery]) -> dict[str, object]:
+        journals = {n: Journal(tmp_path / f"{n}.jsonl") for n in ("adds", "faults", "restarts")}
+        journals["adds"].records = [a._asdict() for a in adds]
+        fault = {"kind": kill, "start": 5.0, "end": 6.0, "hit": True, "promoted": True}
+        journals["faults"].records = [{**fault, "answered_after": 1.0}]
+        recorded = [d._asdict() for d in calls]
+        return summarize(
+            settings, journals, recorded, [], [], {}, origin=1.0, until=10.0, drained=True
+        )
+
+    assert summary(deliveries)["ok"]  # the replay after the kill read the same rows
+    lost = summary([*deliveries, D(2, [], 6.5, 6.6)])  # planned on a reservation the kill lost
+    assert not lost["ok"] and lost["empty_batches"] == [2], lost
+    empty = summary([*deliveries[:2], D(1, [], 9.0, 9.1)])
+    assert not empty["ok"] and (empty["empty_batches"], empty["replays_differing"]) == ([1], [1])
+    changed = summary([*deliveries[:2], D(1, [("b", 2.0, 1, 2)], 9.0, 9.1)])
+    assert not changed["ok"] and changed["replays_differing"] == [1], changed
+    assert "writers and readers wait for 1 replica(s)" in table({**empty, "drain_seconds": 1.0})
 
 
 def test_checker_catches_a_removed_delivery() -> None:
@@ -267,9 +299,9 @@ def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
 def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_delivery() -> None:
     """--cluster (no servers here): its kinds (no proxy's, no Sentinel's), the
     combinations it refuses, its failovers in the summary; on records shaped as a cluster
-    run's (kept adds, an unkept one lost with its primary, an empty batch after a
-    failover), removing the one delivery of a kept add fails I1, and a park a replica
-    confirmed that no dehydrator call released is lost (an unkept one is counted apart)."""
+    run's (kept adds, an unkept one of an older run), an empty batch fails the run,
+    removing the one delivery of a kept add fails I1, and a park a replica confirmed that
+    no dehydrator call released is lost (an unkept one is counted apart)."""
     settings = parse(["--cluster", "--minutes", "1", "--dehydrator"])
     assert settings.cluster and settings.dehydrator and not settings.sentinel
     assert set(CLUSTER_FAILOVERS) <= set(CLUSTER_KINDS)
@@ -298,13 +330,13 @@ def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_deliver
     assert (found["cluster_kill"]["max"], found["cluster_stop"]["promoted"]) == (3.1, 0)
 
     adds, deliveries = synthetic()
-    gone = A("c", 5.0, 1, 1, 5.0, kept=False)  # died with a killed primary: not lost
-    empty = D(2, [], 6.0, 6.1)  # its reservation died with the primary too
-    run = [*deliveries, empty]
-    result = nc.check([*adds, gone], run, [], until=10.0, failovers=True)
+    gone = A("c", 5.0, 1, 1, 5.0, kept=False)  # an older run's record: no replica confirmed
+    result = nc.check([*adds, gone], deliveries, [], until=10.0)
     assert result["ok"] and (result["lost"], result["unkept"]) == (0, 1), result
-    dropped = [d for d in run if d.batch != 1]  # the kept add of a at 3.5: never delivered
-    result = nc.check([*adds, gone], dropped, [], until=10.0, failovers=True)
+    empty = D(2, [], 6.0, 6.1)  # a reservation lost in a failover: the readers wait now
+    assert not nc.check([*adds, gone], [*deliveries, empty], [], until=10.0)["ok"]
+    dropped = [d for d in deliveries if d.batch != 1]  # the kept add of a at 3.5: never delivered
+    result = nc.check([*adds, gone], dropped, [], until=10.0)
     assert not result["ok"] and result["lost"] == 1, result
     assert result["lost_examples"][0]["member"] == "a"
 
@@ -403,9 +435,10 @@ def catches_a_lost_retry_and_a_good_dead_letter(out: Path, settings: Settings) -
 def test_smoke_soak_cluster(tmp_path) -> None:
     """About 2 minutes idle (4 loaded): a cold start, 30 s of Redis Cluster faults (seed
     22 draws a CLUSTER FAILOVER, a slot migration, a kill -9 of a primary and a SIGSTOP,
-    in that order; 3 of them fit), the dehydrator loop, the drain: no kept add or park
-    lost, none released early, replays identical, nothing stuck; then the checker catches
-    a delivery removed from the record."""
+    in that order; 3 of them fit), the dehydrator loop, writers and readers waiting for a
+    replica through the connector, the drain: every recorded add on a replica, none lost,
+    no park lost or released early, no empty batch, replays identical, nothing stuck;
+    then the checker catches a delivery removed from the record."""
     began = time.monotonic()
     out = tmp_path / "soak"
     settings = Settings(
@@ -424,6 +457,8 @@ def test_smoke_soak_cluster(tmp_path) -> None:
     assert summary["drained"], summary
     assert summary["lost"] == 0, summary["lost_examples"]
     assert summary["replays_differing"] == [], summary["replays_differing"]
+    assert summary["empty_batches"] == [], summary["empty_batches"]  # readers wait
+    assert summary["unkept"] == 0 and summary["kept"] == summary["adds"] > 0, summary
     assert not any(summary["stuck"].values()), summary["stuck"]
     parks = summary["dehydrator"]
     assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks

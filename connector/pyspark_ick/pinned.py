@@ -114,19 +114,28 @@ class PinnedCluster(CoreCommands):  # type: ignore[misc]
             share(found, self.parent)
         return found
 
+    def on(self, key: Any) -> Pinned:
+        """The pinned connection to the primary that owns ``key``'s slot (the slots read
+        again first after a MOVED or a lost node): a MULTI on one slot goes there."""
+        if self._refresh:
+            self.parent.nodes_manager.initialize()
+            self._refresh = False
+        return self._pin(self.parent.get_node_from_key(key))
+
+    def stale(self) -> None:
+        """The next call reads the slots again (a redirect or a lost node seen outside
+        ``execute_command``)."""
+        self._refresh = True
+
     def execute_command(self, *args: Any, **options: Any) -> Any:
         name = str(args[0]).upper()
         if name.startswith("SCRIPT") or len(args) < 2:
             return self.parent.execute_command(*args, **options)
-        if self._refresh:
-            self.parent.nodes_manager.initialize()
-            self._refresh = False
         key = (args[3] if int(args[2]) else None) if name in ("EVALSHA", "EVAL") else args[1]
         if key is None:
             return self.parent.execute_command(*args, **options)
-        node = self.parent.get_node_from_key(key)
         try:
-            return self._pin(node).execute_command(*args, **options)
+            return self.on(key).execute_command(*args, **options)
         except redis.exceptions.MovedError:
             self._refresh = True
             raise

@@ -23,29 +23,38 @@ then a check that nothing acknowledged was lost (``check``).
   runner, and SIGSTOP of the whole consumer (``DIR/faults.jsonl``).
 - ``--sentinel``: the Ick lives on a Sentinel set instead (pyspark_ick.testing.start_sentinels:
   a primary, 2 replicas, 3 sentinels, with that function's server settings: nothing
-  persisted) and producers and consumer use its ``redis+sentinel://`` URL. Acknowledged
-  means replicated there: each add's MULTI/EXEC and a WAIT 1 go on one connection of the
-  producer's client (pyspark_ick.replication.write), and the record says whether a replica
-  confirmed it (``kept``; the checker counts lost only among kept adds). Its faults: kill -9
-  of the primary (restarted a few seconds after Sentinel promoted a replica: it rejoins as a
-  replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer than
-  the sentinels' 1 s down-after), and the consumer's kinds; each failover records how long
-  until the primary the sentinels name answered a write again.
+  persisted) and producers and consumer use its ``redis+sentinel://`` URL. Writers and
+  readers wait for a replica through the connector itself: the producers' and parker's
+  clients are ``connect(url, wait_replicas=1)`` (each add's MULTI, with the read of the
+  reservation number, and its WAIT on one pinned connection: ``producers.add_waited``),
+  and every query of the consumer (both readStreams, the dehydrator sink's write, the
+  writer) has ``redis.waitReplicas`` 1 and ``redis.waitTimeout`` 2 s, waited for again
+  until its retryTimeout (a killed primary is back as a replica within seconds). So an
+  add is recorded only once a replica has it (every recorded add is kept, by
+  construction; one that raised a ReplicationError or IckConnectionError is a producer
+  error, not acknowledged), and no batch is delivered on a reservation a replica lacks:
+  an empty or changed replay is a failure here as everywhere. "On a replica" is not
+  "survives every failover": with ``--wait-replicas 1`` a SENTINEL FAILOVER loses what the
+  replica not promoted confirmed while it still followed the old primary (demoted, it
+  discards it); ``--durable --wait-replicas 2`` is what survives them all
+  (docs/deploying.md). Its faults: kill -9 of the
+  primary (restarted a few seconds after Sentinel promoted a replica: it rejoins as a
+  replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer
+  than the sentinels' 1 s down-after), and the consumer's kinds; each failover records
+  how long until the primary the sentinels name answered a write again.
 - ``--cluster``: the Ick on a Redis Cluster instead (tests/cluster_faults.py's
   start_cluster_with_replicas: 3 primaries, a replica each, cluster-node-timeout 2 s,
-  nothing persisted); producers and consumer use a URL listing every node. Each add (and
-  park) runs in a MULTI and then WAIT 1 on one connection to the primary of its slot
-  (``cluster_writes``: pyspark_ick.replication refuses a cluster), following MOVED, ASK
-  and TRYAGAIN; ``kept`` as with --sentinel. The consumer's dehydrator sink returns only
-  once a replica has the elements it wrote into the Ick (a fence write and WAIT per
-  shard), else its batch runs again. Its faults: kill -9 of a primary (its replica is
-  promoted; the killed node restarted 2-6 s later rejoins as a replica), CLUSTER FAILOVER
-  on a replica, SIGSTOP 0.5-8 s of a node (a primary two times in three: a failover when
-  longer than the node timeout), migration of a shard's slot to another primary (MIGRATE
-  a key at a time, 0.1-1 s apart; then until the target's replica has the keys), and the
-  consumer's kinds; failovers record how long until the slot's primary took a write. No
-  proxy faults: MOVED, ASK and CLUSTER SLOTS name the nodes' own ports, so a proxy per node
-  needs ``cluster-announce-port`` pointing at it (left for later).
+  nothing persisted); producers and consumer use a URL listing every node, and wait for
+  a replica as with --sentinel (the connector WAITs on the connection to each primary a
+  write touched; an add's MULTI goes to its slot's primary). Its faults: kill -9 of a
+  primary (its replica is promoted; the killed node restarted 2-6 s later rejoins as a
+  replica), CLUSTER FAILOVER on a replica, SIGSTOP 0.5-8 s of a node (a primary two times
+  in three: a failover when longer than the node timeout), migration of a shard's slot to
+  another primary (MIGRATE a key at a time, 0.1-1 s apart; then until the target's
+  replica has the keys), and the consumer's kinds; failovers record how long until the
+  slot's primary took a write. No proxy faults: MOVED, ASK and CLUSTER SLOTS name the
+  nodes' own ports, so a proxy per node needs ``cluster-announce-port`` pointing at it
+  (left for later).
 - ``--dehydrator``: a parker parks elements with delays of 0-2 s; the consumer's second
   query, ``readStream.format("dehydrator")``, writes each released element into the Ick
   (``df.write.format("ick")``) before recording it; checked: every acknowledged park is
@@ -61,7 +70,7 @@ then a check that nothing acknowledged was lost (``check``).
   ``writeStream.format("ick")``: value n is member ``w<n>``; each batch the query's
   progress reports (after its commit) is recorded with its offsets (``writes``), from
   which the checker knows its members; checked like adds (processed or dead-lettered);
-  --cluster: its writes wait for a replica (``redis.waitReplicas`` 1).
+  --sentinel, --cluster: its writes wait for a replica (``redis.waitReplicas`` 1).
 - ``--zombie``: draws ``zombie_consumer``: SIGSTOP of the whole consumer until its leases
   are a gone holder's, a rival takes each over and gives it back, SIGCONT: fenced, its
   query fails with "lost its lease" and starts again (checked: each hit one fenced).
@@ -78,12 +87,11 @@ consumer's process group is its own).
 
 The modules, one job each: ``cli`` (the command line), ``settings`` (what a soak does, the
 fault kinds), ``topology`` (where the Ick lives: behind the proxy, a Sentinel set or a
-Redis Cluster), ``cluster_writes`` (--cluster's writes that wait for a replica),
-``producers``, ``consumer`` (the child process and its Spark queries), ``poison`` (which
-members the sink fails on), ``supervisor`` (runs and restarts the child), ``faults``,
-``failovers`` and ``cluster_failovers`` (the nemesis), ``processes`` (signalling ours),
-``records`` (the run's JSON lines), ``soak`` (one run, start to end), ``summary`` (its
-checks and table), ``check`` (the checker, pure functions over the records) and ``fates``
-(its part for --poison and --writer). They import one another as ``nemesis.*`` with
-tests/ on sys.path (as under pytest; ``__main__`` puts it there).
+Redis Cluster), ``producers``, ``consumer`` (the child process and its Spark queries),
+``poison`` (which members the sink fails on), ``supervisor`` (runs and restarts the
+child), ``faults``, ``failovers`` and ``cluster_failovers`` (the nemesis), ``processes``
+(signalling ours), ``records`` (the run's JSON lines), ``soak`` (one run, start to end),
+``summary`` (its checks and table), ``check`` (the checker, pure functions over the
+records) and ``fates`` (its part for --poison and --writer). They import one another as
+``nemesis.*`` with tests/ on sys.path (as under pytest; ``__main__`` puts it there).
 """

@@ -5,8 +5,11 @@ one clock for every process of the machine):
 
 - ``adds.jsonl``: each add Redis acknowledged: ``member, score, shard, reserved`` (the
   shard's last reservation number, read in the same MULTI as the add), ``at`` (when the
-  acknowledgement arrived) and ``kept`` (``--sentinel``: whether a replica confirmed it,
-  WAIT; absent means true); an add that raised is not there.
+  acknowledgement arrived) and ``kept`` (absent means true); an add that raised is not
+  there. With --sentinel and --cluster every recorded add is kept by construction: it is
+  recorded only once a replica confirmed it (the producers' clients wait,
+  ``connect(url, wait_replicas=1)``); ``kept`` False comes from runs before that, whose
+  producers recorded an add WAIT had not confirmed.
 - ``deliveries.jsonl``: each foreachBatch call (replays included): ``batch`` (Spark's batch
   id), ``rows`` (``[member, score, shard, reservation]``, sorted), ``start`` (the sink call
   began) and ``end`` (its record was written, before the sink returned).
@@ -14,9 +17,10 @@ one clock for every process of the machine):
 
 Checks: I1 (each acknowledged add followed by a delivery of its member from a reservation
 made after it, with a score <= the add's, by a sink call that ended after the add was
-acknowledged; only among kept adds: an add no replica confirmed may die with a primary
-killed before it replicated, which no reader can deliver, so those are counted apart, with
-how many were delivered anyway), I3 (every delivery of a batch id has the same rows),
+acknowledged; among kept adds: an unkept one may die with a primary killed before it
+replicated, so those are counted apart, with how many were delivered anyway), I3 (every
+delivery of a batch id has the same rows, and none is empty: on every topology, since the
+readers wait for a replica of each reservation and commit with --sentinel and --cluster),
 duplicates (rows delivered although their member was not added again since its last
 delivery, replays aside), and the longest stretch without progress while an add waited,
 outside the fault windows. ``python3 tests/nemesis --check DIR`` checks a recorded run again.
@@ -245,13 +249,12 @@ def check(
     windows: Sequence[Window],
     until: float,
     origin: float = 0.0,
-    failovers: bool = False,
 ) -> dict[str, Any]:
     """Every check of a run; ``ok`` is True when no kept add was lost, every replay was
-    identical and no batch was empty. With ``failovers`` (a Sentinel set), an empty batch
-    is reported, not a failure: a reservation that a primary took and did not replicate is
-    gone with it, its members back in the queue on the new primary (docs/design.md §4),
-    and the batch that planned it reads nothing. Stalls count from ``origin`` on (the first batch),
+    identical and no batch was empty, on every topology: with --sentinel and --cluster the
+    readers wait for a replica (``redis.waitReplicas``), so a failover keeps every
+    reservation a batch was planned on and its replay reads the same rows; an empty or
+    changed one is a failure. Stalls count from ``origin`` on (the first batch),
     and times in the result are seconds from it; they and I1 look at kept adds only
     (an unkept add lost with its primary would be a stall to the end), duplicates at all."""
     missing = lost(adds, deliveries)
@@ -281,7 +284,7 @@ def check(
         )
 
     return {
-        "ok": not missing and not differ and (failovers or not empty),
+        "ok": not missing and not differ and not empty,
         "adds": len(adds),
         "kept": len(kept),
         "unkept": not_kept,

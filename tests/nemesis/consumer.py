@@ -15,7 +15,6 @@ from typing import Any
 import redis
 
 from nemesis import poison
-from nemesis.cluster_writes import Fence
 from nemesis.records import write_atomically
 from nemesis.settings import DEHYDRATOR, ICK
 from pyspark_ick.spark import retry_later
@@ -24,6 +23,7 @@ from pyspark_ick.testing import spark_session
 TESTS = Path(__file__).resolve().parents[1]  # on the PYTHONPATH of the Spark processes
 HOOK = "nemesis.consumer:worker_hook"
 ARM_ENV = "NEMESIS_WORKER_ARM"
+WAITS = ("redis.waitReplicas", "redis.waitTimeout")  # --sentinel, --cluster: every query's
 
 
 def worker_hook(point: str) -> None:
@@ -74,6 +74,9 @@ def child_main(cfg: dict[str, Any]) -> int:
     }
     if cfg["consumer_id"]:
         common["consumerId"] = cfg["consumer_id"]
+    if cfg.get("wait_replicas"):  # readers and the sinks' writes: on a replica, or failed
+        waits = (cfg["wait_replicas"], f"{cfg['wait_timeout']:g}s")  # a bare number is ms
+        common.update(zip(WAITS, waits, strict=True))
     ick_options = {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]}
     if cfg["poison"]:
         ick_options.update(
@@ -82,9 +85,6 @@ def child_main(cfg: dict[str, Any]) -> int:
             retryBackoffMax=cfg["retry_backoff_max"],
         )
     progress = [0]
-    fence = (
-        Fence(cfg["url"], ICK, cfg["shards"], cfg["wait_timeout"]) if cfg.get("cluster") else None
-    )
 
     def ick_sink(df: Any, batch_id: int) -> None:
         start = time.monotonic()
@@ -114,21 +114,18 @@ def child_main(cfg: dict[str, Any]) -> int:
         start = time.monotonic()
         rows = df.collect()
         if rows:  # rehydrate: each released element becomes a member of the Ick
-            owners = fence.before() if fence is not None else {}
-            (
+            write = (
                 df.sparkSession.createDataFrame(
                     [(r.element, r.due.timestamp()) for r in rows], "member string, score double"
                 )
                 .write.format("ick")
                 .mode("append")
-                .option("redis.url", cfg["url"])
                 .option("ick", ICK)
-                .option("shards", cfg["shards"])
-                .option("redis.retryTimeout", cfg["retry_timeout"])
-                .save()
             )
-            if fence is not None:  # --cluster: on a replica, or the batch runs again
-                fence.after(owners)
+            for key in ("redis.url", "shards", "redis.retryTimeout", *WAITS):
+                if key in common:  # --sentinel, --cluster: on a replica, or the batch fails
+                    write = write.option(key, common[key])
+            write.save()
         record.rpush(
             "dh_deliveries",
             json.dumps(
@@ -237,8 +234,8 @@ WRITER = "nemesis-writer"
 def start_writer(spark: Any, cfg: dict[str, Any]) -> Any:
     """--writer: a rate source (``writer_rate`` rows a second, one partition) into
     ``writeStream.format("ick")``: value n becomes member ``w<n>`` with score n (what
-    nemesis.fates.writer_members computes from a batch's offsets; --cluster: each write
-    waits for a replica)."""
+    nemesis.fates.writer_members computes from a batch's offsets; --sentinel, --cluster:
+    each write waits for a replica, so a committed batch is on one)."""
     from pyspark.sql import functions as F
 
     writer = (
@@ -260,8 +257,9 @@ def start_writer(spark: Any, cfg: dict[str, Any]) -> Any:
         .option("checkpointLocation", f"{cfg['checkpoint']}-w")
         .trigger(processingTime="5 seconds")
     )
-    if cfg.get("cluster"):  # committed means on a replica, as the producers' kept adds
-        writer = writer.option("redis.waitReplicas", 1)
+    if cfg.get("wait_replicas"):  # committed means on a replica, as the producers' adds
+        writer = writer.option(WAITS[0], cfg["wait_replicas"])
+        writer = writer.option(WAITS[1], f"{cfg['wait_timeout']:g}s")
     return writer.start()
 
 

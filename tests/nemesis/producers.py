@@ -12,9 +12,11 @@ from faults_support import Add, Loop, add_recorded
 
 from nemesis.records import Journal
 from nemesis.settings import ICK, Settings
-from pyspark_ick import IckConnectionError, lua, replication
+from pyspark_ick import lua, replication, retry
+from pyspark_ick.clients import settings as client_settings
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names, shard_of
+from pyspark_ick.pinned import PinnedCluster
 
 
 class _Queued:
@@ -27,22 +29,24 @@ class _Queued:
         self.commands.append(args)
 
 
-def add_replicated(client: Any, ick: str, shards: int, member: str, score: float) -> Any:
-    """``faults_support.add_recorded`` that waits for a replica: its MULTI (the add and the
-    read of the shard's last reservation number) and then WAIT run on one connection of
-    ``client`` (``pyspark_ick.replication.write``; ``client`` configured for 1 replica).
-    Returns the Add, ``kept`` False when EXEC answered but no replica confirmed it (WAIT
-    timed out, or the connection was lost before WAIT); raises when the add was not
-    acknowledged. A write the connector ran again (a new connection, a demoted primary)
-    is recorded as its last run."""
+def add_waited(client: Any, ick: str, shards: int, member: str, score: float) -> Add:
+    """``faults_support.add_recorded`` through the connector's replicated writes: its MULTI
+    (the add and the read of the shard's last reservation number, one atomic step) runs on
+    a connection ``pyspark_ick.replication.write`` pins (on Redis Cluster, the one to the
+    primary of the shard's slot: ``PinnedCluster.on``), which then WAITs for the replicas
+    of ``client`` (``connect(url, wait_replicas=1)``) as the client's own adds do.
+    Returns the Add once a replica confirmed it; raises when not acknowledged (a
+    ReplicationError, an IckConnectionError: the add is on the primary at most). A
+    redirect (MOVED, ASK, TRYAGAIN) or a lost connection before EXEC ran nothing and is
+    retried (pyspark_ick.retry); a write the connector ran again is recorded as its
+    last run."""
     shard = shard_of(member, shards)
     keys = IckKeys(shard_names(ick, shards)[shard])
     queued = _Queued()
     queue_add(queued, keys, [member], [score])
-    done: list[Add] = []
 
-    def transaction(c: Any) -> Add:
-        done.clear()
+    def transaction(pinned: Any) -> Add:
+        c = pinned.on(keys.rlog) if isinstance(pinned, PinnedCluster) else pinned
         try:
             c.execute_command("MULTI")
             for command in queued.commands:
@@ -52,27 +56,25 @@ def add_replicated(client: Any, ick: str, shards: int, member: str, score: float
         except BaseException:
             with contextlib.suppress(Exception):  # a MULTI left open would nest the next
                 c.connection.disconnect()
+            if isinstance(pinned, PinnedCluster):
+                pinned.stale()  # MOVED, ASK, a lost node: read the slots again
             raise
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        done.append(Add(member, score, shard, int(replies[-1] or 0), time.monotonic()))
-        return done[-1]
+        return Add(member, score, shard, int(replies[-1] or 0), time.monotonic())
 
-    try:
-        return replication.write(client, transaction, what="nemesis add")
-    except IckConnectionError:  # ReplicationError, or lost before WAIT: ran, not kept
-        if not done:
-            raise
-        return done[-1]._replace(kept=False)
+    return retry.call(
+        lambda: replication.write(client, transaction, what="nemesis add"),
+        client_settings(client).retry_timeout,
+        what="nemesis add",
+    )
 
 
-def make_producer(
-    client: Any, journal: Journal, settings: Settings, index: int, adder: Any = None
-) -> Any:
+def make_producer(client: Any, journal: Journal, settings: Settings, index: int) -> Any:
     """A faults_support.Loop adding one member a tick (``hot`` one time in ten, else one
-    of ``m0..``), recording each acknowledged add in ``journal`` (``--sentinel``: with
-    ``kept``, add_replicated; ``adder`` instead when given: --cluster's)."""
+    of ``m0..``), recording each acknowledged add in ``journal`` (--sentinel, --cluster:
+    add_waited, so each recorded add is on a replica; a failed tick records nothing)."""
 
     class Producer(Loop):
         def __init__(self) -> None:
@@ -85,7 +87,8 @@ def make_producer(
             n = self.rng.randrange(settings.members)
             member = "hot" if self.rng.random() < 0.1 else f"m{n}"
             self.last = score = max(time.time(), self.last + 1e-6)
-            add = (adder or (add_replicated if settings.sentinel else add_recorded))(
+            waited = settings.sentinel or settings.cluster
+            add = (add_waited if waited else add_recorded)(
                 client, ICK, settings.shards, member, score
             )
             journal.write(add._asdict(), sync=False)
@@ -101,10 +104,11 @@ def make_producer(
     return Producer()
 
 
-def make_parker(dehydrator: Any, journal: Journal, settings: Settings, park: Any = None) -> Any:
-    """A Loop parking one new id ``d<n>`` a tick (delay 0-2 s), ~rate/6 a second,
-    recording each acknowledged park (id, delay, ack time; ``kept``: what ``park(id,
-    element, delay)`` returned, --cluster's that waits for a replica)."""
+def make_parker(dehydrator: Any, journal: Journal, settings: Settings) -> Any:
+    """A Loop parking one new id ``d<n>`` a tick (delay 0-2 s), ~rate/6 a second with
+    ``dehydrator.park``, recording each acknowledged park (id, delay, ack time): one that
+    returned (--sentinel, --cluster: its client waits for a replica, so it is on one);
+    one that raised is not recorded."""
 
     class Parker(Loop):
         def __init__(self) -> None:
@@ -116,12 +120,8 @@ def make_parker(dehydrator: Any, journal: Journal, settings: Settings, park: Any
             ident, delay = f"d{self.next}", self.rng.randrange(0, 2000)
             self.next += 1
             sent = time.monotonic()
-            if park is None:
-                dehydrator.park([ident], [f"dh:{ident}"], [delay])
-                kept = True
-            else:
-                kept = park(ident, f"dh:{ident}", delay)
+            dehydrator.park([ident], [f"dh:{ident}"], [delay])
             record = {"id": ident, "delay_ms": delay, "sent": sent, "at": time.monotonic()}
-            journal.write({**record, "kept": kept}, sync=False)
+            journal.write(record, sync=False)
 
     return Parker()

@@ -10,14 +10,12 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
 from faults_support import drained
 
-from nemesis.cluster_writes import ClusterWrites
 from nemesis.faults import Nemesis
 from nemesis.producers import make_parker, make_producer
 from nemesis.records import Journal, write_jsonl
@@ -90,6 +88,7 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
             "consumer_id": settings.consumer_id,
             "dehydrator": settings.dehydrator,
             "cluster": settings.cluster,
+            "wait_replicas": settings.wait_replicas if settings.sentinel or settings.cluster else 0,
             "wait_timeout": settings.wait_timeout,
             "seed": settings.seed,
             "poison": settings.poison,
@@ -108,27 +107,15 @@ def soak(settings: Settings, log: Callable[[str], None] = print) -> dict[str, An
         clients = [target.client() for _ in range(settings.producers + 1)]
         for c in clients:
             run.on_exit(c.close)
-        # --cluster: writes that wait for a replica on the node they went to
-        waiting = [ClusterWrites(c, 1, settings.wait_timeout) for c in clients if target.cluster]
         producers = [
-            make_producer(
-                clients[i],
-                journals["adds"],
-                settings,
-                i,
-                waiting[i].add if waiting else None,
-            )
+            make_producer(clients[i], journals["adds"], settings, i)
             for i in range(settings.producers)
         ]
         loops = list(producers)
         dehydrator = None
         if settings.dehydrator:
             dehydrator = Dehydrator(clients[-1], DEHYDRATOR, settings.shards)
-            park = None
-            if target.cluster is not None:
-                dehydrator.check_shards()  # records the shard count, as park() does
-                park = partial(waiting[-1].park, DEHYDRATOR, settings.shards)
-            loops.append(make_parker(dehydrator, journals["parks"], settings, park))
+            loops.append(make_parker(dehydrator, journals["parks"], settings))
         supervisor = Supervisor(settings, cfg, out, journals["restarts"])
         run.on_exit(lambda: supervisor.finish(timeout=20))
         nemesis = Nemesis(

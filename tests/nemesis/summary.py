@@ -52,7 +52,8 @@ def check_parks(
     """Each acknowledged park released by a dehydrator sink call that ended after the park
     was acknowledged, none begun before the park was sent plus its delay (less 0.1 s of
     clock slack), and its element delivered by the Ick stream; lost and not in the Ick
-    count kept parks only (--cluster: a replica confirmed them), unkept ones apart."""
+    count kept parks only, unkept ones apart (records of runs before the parker's client
+    waited: with --sentinel and --cluster every recorded park is on a replica now)."""
     calls: dict[str, list[tuple[float, float]]] = {}
     for d in dh:
         for ident, _element, _shard in d["rows"]:
@@ -105,7 +106,6 @@ def summarize(
         windows,
         until,
         origin,
-        failovers=settings.sentinel or settings.cluster,
     )
     restarts: Counter[str] = Counter()
     for r in journals["restarts"].records:
@@ -123,6 +123,7 @@ def summarize(
     summary = {
         "mode": "cluster" if settings.cluster else "sentinel" if settings.sentinel else "proxy",
         "wait_replicas": settings.wait_replicas if settings.sentinel or settings.cluster else None,
+        "waiting": "writers and readers" if settings.sentinel or settings.cluster else "",
         "settings": {**asdict(settings), "every": list(settings.every)},
         **result,
         "stuck": stuck,
@@ -248,7 +249,9 @@ def table(s: dict[str, Any]) -> str:
             "mode",
             s.get("mode", "proxy")
             + (
-                f", adds wait for {s['wait_replicas']} replica(s)" if s.get("wait_replicas") else ""
+                f", {s.get('waiting') or 'adds'} wait for {s['wait_replicas']} replica(s)"
+                if s.get("wait_replicas")
+                else ""
             ),
         ),
         ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
@@ -263,19 +266,19 @@ def table(s: dict[str, Any]) -> str:
         ("acknowledged adds", s["adds"]),
         *(
             [
-                ("  kept (a replica confirmed)", s["kept"]),
+                (f"  on {s.get('wait_replicas')} replica(s) (recorded once confirmed)", s["kept"]),
                 ("  unkept (delivered anyway)", f"{s['unkept']} ({s['unkept_delivered']})"),
-            ]
+            ][: 1 + bool(s["unkept"])]  # no unkept add since the producers wait (connect)
             if s.get("mode") in ("sentinel", "cluster")
             else []
         ),
         (
-            "lost (I1)" + (", kept adds" if s.get("mode") in ("sentinel", "cluster") else ""),
+            "lost (I1)" + (", kept adds" if s.get("unkept") else ""),
             s["lost"],
         ),
         ("sink calls / batches", f"{s['sink_calls']} / {s['batches']}"),
         ("replays (differing: I3)", f"{s['replays']} ({len(s['replays_differing'])})"),
-        ("empty batches", len(s["empty_batches"])),
+        ("empty batches (I3: a failure on every topology)", len(s["empty_batches"])),
         (
             "duplicate rows",
             f"{s['duplicate_rows']} of {s['rows']} ({100 * s['duplicate_ratio']:.2f}%)",

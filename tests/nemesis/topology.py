@@ -17,7 +17,7 @@ from redis_faults import start_durable
 
 from nemesis.processes import signal_pid
 from nemesis.settings import Settings
-from pyspark_ick import connect, replication
+from pyspark_ick import connect
 from pyspark_ick.testing import start_sentinels
 
 
@@ -63,10 +63,8 @@ def start_target(settings: Settings, on_exit: Callable[[Callable[[], Any]], None
         assert not ports & {6379, 26379}, ports
 
         def producer_client() -> Any:
-            """A client that follows failovers and waits for a replica after each add."""
-            client = connect(sentinels.url, timeout=2.0, retry_timeout=20.0)
-            replication.configure(client, settings.wait_replicas, settings.wait_timeout)
-            return client
+            """A client that follows failovers and waits for replicas after each write."""
+            return waiting_client(sentinels.url, settings)
 
         nodes = ", ".join(str(n.port) for n in sentinels.servers)
         watchers = ", ".join(str(n.port) for n in sentinels.sentinels)
@@ -106,8 +104,8 @@ def start_cluster_target(
     settings: Settings, on_exit: Callable[[Callable[[], Any]], None]
 ) -> Target:
     """3 primaries with a replica each (cluster-node-timeout 2 s: a failover in seconds),
-    nothing persisted; every client has every node as a seed. Producers wait for a
-    replica themselves (nemesis.cluster_writes)."""
+    nothing persisted; every client has every node as a seed, and a producer's waits for
+    a replica of each primary it wrote (``connect(url, wait_replicas=...)``)."""
     cluster = start_cluster_with_replicas(3, replicas=1, node_timeout_ms=2000)
     on_exit(cluster.stop)
     on_exit(lambda: keep_logs(cluster.nodes, Path(settings.out).resolve() / "logs"))
@@ -118,7 +116,7 @@ def start_cluster_target(
     return Target(
         url,
         connect(url, timeout=10.0),
-        lambda: connect(url, timeout=2.0, retry_timeout=20.0),
+        lambda: waiting_client(url, settings),
         "Redis Cluster: primaries "
         + ", ".join(str(n.port) for n in cluster.nodes[:3])
         + ", replicas "
@@ -126,6 +124,19 @@ def start_cluster_target(
         "start_cluster_with_replicas: 3 primaries, a replica each, cluster-node-timeout "
         "2000 ms; nothing persisted (no AOF, no RDB)",
         cluster=cluster,
+    )
+
+
+def waiting_client(url: str, settings: Settings) -> Any:
+    """A producer's client for ``url`` whose writes return once ``settings.wait_replicas``
+    replicas have them, waiting again (``wait_timeout`` each) for up to 20 s: a killed
+    primary rejoins as a replica within 2-6 s."""
+    return connect(
+        url,
+        timeout=2.0,
+        retry_timeout=20.0,
+        wait_replicas=settings.wait_replicas,
+        wait_timeout=settings.wait_timeout,
     )
 
 
