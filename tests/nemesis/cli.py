@@ -51,9 +51,10 @@ def parse(argv: list[str]) -> Settings:
     p.add_argument(
         "--wait-replicas",
         type=int,
-        default=1,
+        default=None,
         choices=(1, 2),
-        help="--sentinel: replicas an add waits for (2: both)",
+        help="--sentinel: replicas writers and readers wait for (default 2, both: 1 loses "
+        "adds to a SENTINEL FAILOVER, docs/deploying.md)",
     )
     p.add_argument(
         "--durable",
@@ -76,7 +77,7 @@ def parse(argv: list[str]) -> Settings:
     p.add_argument("--zombie", action="store_true", help="draw zombie_consumer faults too")
     p.add_argument("--outage", action="store_true", help="draw outage (> redis.retryTimeout)")
     a = p.parse_args(argv)
-    if a.cluster and (a.sentinel or a.durable or a.wait_replicas != 1):
+    if a.cluster and (a.sentinel or a.durable or a.wait_replicas is not None):
         p.error("--cluster goes without --sentinel, --durable and --wait-replicas")
     if a.outage and (a.sentinel or a.cluster):
         p.error("--outage is for the proxy topology (a Sentinel set or a cluster fails over)")
@@ -102,7 +103,7 @@ def parse(argv: list[str]) -> Settings:
         sentinel=a.sentinel,
         cluster=a.cluster,
         wait_timeout=a.wait_timeout,
-        wait_replicas=a.wait_replicas,
+        wait_replicas=a.wait_replicas or (2 if a.sentinel else 1),
         durable=a.durable,
         poison=a.poison,
         writer=a.writer,
