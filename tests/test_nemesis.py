@@ -22,13 +22,15 @@ faults loses nothing.
   the calls that processed a good member's add loses it and a good member among the dead
   letters fails the fates.
 - The cluster smoke: the same on a Redis Cluster (3 primaries, a replica each) with the
-  dehydrator loop, 30 s of its failovers and a slot migration.
+  dehydrator loop, 30 s of its failovers and a slot migration; the Sentinel smoke: 75 s
+  of a Sentinel set's failovers; both with writers and readers waiting for replicas.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nemesis import check as nc
@@ -442,31 +444,42 @@ def test_smoke_soak_cluster(tmp_path) -> None:
     replica through the connector, the drain: every recorded add on a replica, none lost,
     no park lost or released early, no empty batch, replays identical, nothing stuck;
     then the checker catches a delivery removed from the record."""
+    settings = Settings(cluster=True, dehydrator=True, kinds=CLUSTER_FAILOVERS, seed=22)
+    summary = failover_smoke(tmp_path / "soak", settings)
+    parks = summary["dehydrator"]
+    assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks
+
+
+def test_smoke_soak_sentinel(tmp_path) -> None:
+    """About 2 minutes idle: 75 s of Sentinel failovers (kill -9, SENTINEL FAILOVER and
+    SIGSTOP of the primary; each waits for the sentinels' promotion, so fewer fit) with
+    writers and readers waiting for both replicas: the same checks as the cluster's."""
+    settings = Settings(sentinel=True, wait_replicas=2, kinds=FAILOVERS)
+    failover_smoke(tmp_path / "soak", settings, minutes=1.25, faults=2)
+
+
+def failover_smoke(
+    out: Path, settings: Settings, minutes: float = 0.5, faults: int = 3
+) -> dict[str, Any]:
+    """A soak of ``settings`` (a Sentinel set or a cluster) for ``minutes`` and its checks:
+    a fault every 4-8 s (at least ``faults``), every recorded add on a replica and none
+    lost, no empty batch, replays identical, nothing stuck; then the checker catches a
+    delivery removed from it."""
     began = time.monotonic()
-    out = tmp_path / "soak"
-    settings = Settings(
-        minutes=0.5,
-        seed=22,
-        out=str(out),
-        every=(4.0, 8.0),
-        drain_timeout=120.0,  # a consumer restarted late (a loaded machine) still drains
-        cluster=True,
-        dehydrator=True,
-        kinds=CLUSTER_FAILOVERS,
-    )
+    settings.minutes, settings.out, settings.every = minutes, str(out), (4.0, 8.0)
+    settings.drain_timeout = 120.0  # a consumer restarted late (a loaded machine) still drains
     summary = soak(settings)
-    print(f"cluster smoke soak: {time.monotonic() - began:.0f} s")
-    assert summary["faults"] >= 3, summary["faults_by_kind"]
+    print(f"failover smoke soak: {time.monotonic() - began:.0f} s")
+    assert summary["faults"] >= faults, summary["faults_by_kind"]
     assert summary["drained"], summary
     assert summary["lost"] == 0, summary["lost_examples"]
     assert summary["replays_differing"] == [], summary["replays_differing"]
     assert summary["empty_batches"] == [], summary["empty_batches"]  # readers wait
     assert summary["unkept"] == 0 and summary["kept"] == summary["adds"] > 0, summary
     assert not any(summary["stuck"].values()), summary["stuck"]
-    parks = summary["dehydrator"]
-    assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks
     assert summary["ok"], summary
     catches_a_dropped_delivery_and_a_changed_replay(out)
+    return summary
 
 
 if __name__ == "__main__":
