@@ -453,9 +453,12 @@ def test_smoke_soak_cluster(tmp_path) -> None:
 def test_smoke_soak_sentinel(tmp_path) -> None:
     """About 2 minutes idle: 75 s of Sentinel failovers (kill -9, SENTINEL FAILOVER and
     SIGSTOP of the primary; each waits for the sentinels' promotion, so fewer fit) with
-    writers and readers waiting for both replicas: the same checks as the cluster's."""
-    settings = Settings(sentinel=True, wait_replicas=2, kinds=FAILOVERS)
-    failover_smoke(tmp_path / "soak", settings, minutes=1.25, faults=2)
+    the dehydrator loop, writers and readers waiting for both replicas: the same checks
+    as the cluster's."""
+    settings = Settings(sentinel=True, wait_replicas=2, dehydrator=True, kinds=FAILOVERS)
+    summary = failover_smoke(tmp_path / "soak", settings, minutes=1.25, faults=2)
+    parks = summary["dehydrator"]
+    assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks
 
 
 def failover_smoke(

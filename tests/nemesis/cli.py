@@ -83,8 +83,6 @@ def parse(argv: list[str]) -> Settings:
         p.error("--outage is for the proxy topology (a Sentinel set or a cluster fails over)")
     if not 0 <= a.poison < 0.3:
         p.error("--poison takes a share of members in [0, 0.3)")
-    if a.sentinel and a.dehydrator:
-        p.error("--sentinel with --dehydrator is not implemented yet")
     kinds = tuple(k for k in a.kinds.split(",") if k)
     allowed = CLUSTER_KINDS if a.cluster else SENTINEL_KINDS if a.sentinel else KINDS
     if set(kinds) - set(allowed):
