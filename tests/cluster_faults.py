@@ -66,7 +66,9 @@ def _attach_replicas(nodes: list[RedisServer], masters: int) -> None:
         with replica.client() as c:
             c.execute_command("CLUSTER", "REPLICATE", master)
     for replica, master in pairs:
-        wait_until(lambda r=replica: _synced(r), timeout=30, what=f"replica {replica.port} in sync")
+        wait_until(
+            lambda r=replica: replica_link(r)[0], timeout=30, what=f"replica {replica.port} in sync"
+        )
         for node in nodes:
             wait_until(
                 lambda n=node, r=replica, m=master: _knows_replica(n, node_id(r), m),
@@ -75,10 +77,14 @@ def _attach_replicas(nodes: list[RedisServer], masters: int) -> None:
             )
 
 
-def _synced(replica: RedisServer) -> bool:
-    with replica.client(socket_timeout=2) as c:
+def replica_link(node: RedisServer) -> tuple[bool, int | None]:
+    """(whether ``node`` is a replica with its link to its primary up, the port of that
+    primary); (False, None) for a primary."""
+    with node.client(socket_timeout=2) as c:
         info = c.info("replication")
-    return info.get("role") == "slave" and info.get("master_link_status") == "up"
+    if info.get("role") != "slave":
+        return False, None
+    return info.get("master_link_status") == "up", int(info["master_port"])
 
 
 def _knows_replica(node: RedisServer, replica: str, master: str) -> bool:

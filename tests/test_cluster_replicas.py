@@ -24,6 +24,7 @@ from cluster_faults import (
     migrate_slot,
     owner,
     primaries,
+    replica_link,
     start_cluster_with_replicas,
 )
 from support import Sink, drain, failure_of, stop_all, stream
@@ -47,9 +48,7 @@ def replicated() -> Iterator[RedisClusterServers]:
 def replica_of(cluster: RedisClusterServers, primary: RedisServer) -> RedisServer:
     """The replica of ``primary``."""
     for node in cluster.nodes:
-        with node.client(socket_timeout=2) as c:
-            info = c.info("replication")
-        if info.get("role") == "slave" and int(info["master_port"]) == primary.port:
+        if replica_link(node)[1] == primary.port:
             return node
     raise AssertionError(f"no replica of {primary.port}")
 

@@ -13,7 +13,16 @@ from functools import cache
 from typing import Any
 
 import redis
-from cluster_faults import SlotMigration, by_port, key_slot, live, owner, primaries, wait_healthy
+from cluster_faults import (
+    SlotMigration,
+    by_port,
+    key_slot,
+    live,
+    owner,
+    primaries,
+    replica_link,
+    wait_healthy,
+)
 from faults_support import replicated
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -41,15 +50,6 @@ def first_slot(node: Any) -> int:
         return min(
             int(r[0]) for r in c.execute_command("CLUSTER", "SLOTS") if int(r[2][1]) == node.port
         )
-
-
-def replica_of(node: Any) -> tuple[bool, int | None]:
-    """(whether ``node`` is a replica with its link up, the port of its primary)."""
-    with node.client(socket_timeout=2) as c:
-        info = c.info("replication")
-    if info.get("role") != "slave":
-        return False, None
-    return info.get("master_link_status") == "up", int(info["master_port"])
 
 
 class ClusterFailovers:
@@ -109,7 +109,7 @@ class ClusterFailovers:
         """Until the cluster is healthy and every replica's link to its primary is up."""
         wait_healthy(self.cluster, timeout)
         wait_until(
-            lambda: all(replica_of(n)[0] for n in live(self.cluster) if role(n) == "slave"),
+            lambda: all(replica_link(n)[0] for n in live(self.cluster) if role(n) == "slave"),
             timeout=timeout,
             interval=0.1,
             what="every replica in sync",
@@ -120,7 +120,7 @@ class ClusterFailovers:
         (nothing persisted) and comes back as a replica of the node promoted in its place."""
         restart(node, timeout=60)
         wait_until(
-            lambda: replica_of(node)[0],
+            lambda: replica_link(node)[0],
             timeout=90,
             interval=0.1,
             what=f"{node.port} a replica again",
@@ -146,14 +146,14 @@ class ClusterFailovers:
         """CLUSTER FAILOVER on a replica (graceful: its primary stops taking writes until
         the replica caught up, then the two swap)."""
         replica = self.rng.choice([n for n in live(self.cluster) if role(n) == "slave"])
-        old = by_port(self.cluster, replica_of(replica)[1] or 0)
+        old = by_port(self.cluster, replica_link(replica)[1] or 0)
         slot = first_slot(old)
         began = time.monotonic()
         with replica.client(socket_timeout=5) as c:
             c.execute_command("CLUSTER", "FAILOVER")
         answered, _ = self._slot_answered(began, slot, old.port)
         wait_until(
-            lambda: replica_of(old)[1] == replica.port,
+            lambda: replica_link(old)[1] == replica.port,
             timeout=60,
             interval=0.1,
             what=f"{old.port} demoted",
