@@ -77,6 +77,7 @@ def child_main(cfg: dict[str, Any]) -> int:
     if cfg.get("wait_replicas"):  # readers and the sinks' writes: on a replica, or failed
         waits = (cfg["wait_replicas"], f"{cfg['wait_timeout']:g}s")  # a bare number is ms
         common.update(zip(WAITS, waits, strict=True))
+    writes = {k: v for k, v in common.items() if k not in ("leaseTimeout", "consumerId")}
     ick_options = {"ick": ICK, "maxMembersPerTrigger": cfg["max_per_trigger"]}
     if cfg["poison"]:
         ick_options.update(
@@ -121,10 +122,8 @@ def child_main(cfg: dict[str, Any]) -> int:
                 .write.format("ick")
                 .mode("append")
                 .option("ick", ICK)
+                .options(**writes)  # --sentinel, --cluster: on a replica, or the batch fails
             )
-            for key in ("redis.url", "shards", "redis.retryTimeout", *WAITS):
-                if key in common:  # --sentinel, --cluster: on a replica, or the batch fails
-                    write = write.option(key, common[key])
             write.save()
         record.rpush(
             "dh_deliveries",
@@ -156,7 +155,7 @@ def child_main(cfg: dict[str, Any]) -> int:
                 .start()
             )
         if cfg["writer"] and not writer_stop.exists():
-            queries.append(start_writer(spark, cfg))
+            queries.append(start_writer(spark, cfg, writes))
         elif cfg["writer"]:
             event("writer_stopped")
         return queries
@@ -231,14 +230,15 @@ def child_main(cfg: dict[str, Any]) -> int:
 WRITER = "nemesis-writer"
 
 
-def start_writer(spark: Any, cfg: dict[str, Any]) -> Any:
+def start_writer(spark: Any, cfg: dict[str, Any], writes: dict[str, Any]) -> Any:
     """--writer: a rate source (``writer_rate`` rows a second, one partition) into
-    ``writeStream.format("ick")``: value n becomes member ``w<n>`` with score n (what
-    nemesis.fates.writer_members computes from a batch's offsets; --sentinel, --cluster:
-    each write waits for a replica, so a committed batch is on one)."""
+    ``writeStream.format("ick")`` with the sinks' options ``writes``: value n becomes
+    member ``w<n>`` with score n (what nemesis.fates.writer_members computes from a
+    batch's offsets; --sentinel, --cluster: each write waits for a replica, so a committed
+    batch is on one, as the producers' adds are)."""
     from pyspark.sql import functions as F
 
-    writer = (
+    return (
         spark.readStream.format("rate")
         .option("rowsPerSecond", cfg["writer_rate"])
         .option("numPartitions", 1)
@@ -249,18 +249,12 @@ def start_writer(spark: Any, cfg: dict[str, Any]) -> Any:
         )
         .writeStream.format("ick")
         .queryName(WRITER)
-        .option("redis.url", cfg["url"])
         .option("ick", ICK)
-        .option("shards", cfg["shards"])
-        .option("redis.timeout", "5")
-        .option("redis.retryTimeout", cfg["retry_timeout"])
+        .options(**writes)
         .option("checkpointLocation", f"{cfg['checkpoint']}-w")
         .trigger(processingTime="5 seconds")
+        .start()
     )
-    if cfg.get("wait_replicas"):  # committed means on a replica, as the producers' adds
-        writer = writer.option(WAITS[0], cfg["wait_replicas"])
-        writer = writer.option(WAITS[1], f"{cfg['wait_timeout']:g}s")
-    return writer.start()
 
 
 def record_write(record: Any, progress: Any, recorded: set[int]) -> None:
