@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from support import cli_command, served
 
-from pyspark_ick import Ick, ShardedIck
+from pyspark_ick import Ick, ShardedIck, connect
 from pyspark_ick.dead_letters import DeadLetters
+from pyspark_ick.errors import ReplicationError
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.retries import MAX_ERROR_BYTES, AttemptRecord, RetryPolicy
 from pyspark_ick.testing import wait_until
@@ -123,6 +124,20 @@ def test_a_hand_back_from_an_earlier_delivery_counts_no_attempt(client):
     assert log.fail(rows["m"][0], 1, {"m": "a zombie of run 1"}) == (0, 0, 1)  # late
     log.commit(end, fence)  # the replay succeeded
     assert client.exists(log.keys.retry, log.keys.attempts, log.keys.failed) == 0
+
+
+def test_a_hand_back_waits_for_the_replicas_asked_for(client, redis_url):
+    """A hand-back that a failover lost would let the batch's commit take its member for
+    processed: with redis.waitReplicas it waits, as the reserve and the commit do (this
+    server has no replica: it fails, naming the option)."""
+    Ick(client, "q").add({"m": 1.0})
+    log, fence = consumer(client)
+    _, rows = batch(log, fence, 0)
+    waiting = ReservationLog(
+        connect(redis_url, wait_replicas=1, wait_timeout=0.1, retry_timeout=0.3), "q"
+    )
+    with pytest.raises(ReplicationError, match=r"redis\.waitReplicas"):
+        waiting.fail(rows["m"][0], 1, {"m": "failed"})
 
 
 def test_hand_backs_name_the_members_of_their_reservation_only(client):

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import bounds, scripts
+from . import bounds, replication, scripts
 from .clients import Client
 from .errors import IckConfigError
 from .keys import IckKeys
@@ -89,20 +89,23 @@ def hand_back(
     """Record ``{member: error}`` of open reservation ``reservation`` of the shard of
     ``keys``, failed in ``delivery``, for its commit to retry or bury (lua/rlog_fail.lua),
     in calls of at most ``bounds.ITEMS_PER_CALL`` members. Returns (recorded, not in the
-    reservation, late: the reservation was committed, or redelivered since)."""
+    reservation, late: the reservation was committed, or redelivered since). With
+    redis.waitReplicas, returns once the replicas have them (replication.write): the
+    commit would take a member whose hand-back a failover lost for processed."""
     flat = errors_of(failures)
     step = 2 * bounds.ITEMS_PER_CALL
-    totals = [0, 0, 0]
-    for i in range(0, len(flat), step):
-        reply = scripts.run(
-            client,
-            "rlog_fail",
-            [keys.rlog, keys.reservation(reservation), keys.failed],
-            [reservation, delivery, MAX_ERROR_BYTES, *flat[i : i + step]],
-            what=label,
-        )
-        totals = [t + int(r) for t, r in zip(totals, reply, strict=True)]
-    return totals[0], totals[1], totals[2]
+    script_keys = [keys.rlog, keys.reservation(reservation), keys.failed]
+
+    def record(c: Client) -> list[int]:
+        totals = [0, 0, 0]
+        for i in range(0, len(flat), step):
+            args = [reservation, delivery, MAX_ERROR_BYTES, *flat[i : i + step]]
+            reply = scripts.run(c, "rlog_fail", script_keys, args, what=label)
+            totals = [t + int(r) for t, r in zip(totals, reply, strict=True)]
+        return totals
+
+    recorded, stray, late = replication.write(client, record, what=label)  # one WAIT
+    return recorded, stray, late
 
 
 def group_failures(
