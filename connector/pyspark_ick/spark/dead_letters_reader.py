@@ -29,6 +29,7 @@ from ..options import Options
 from ..values import as_bytes
 from .batch import ShardPartition
 from .ick_reader import ReaderOptions, member_type
+from .task import start_task
 
 ROWS_PER_BATCH = 65536
 
@@ -67,6 +68,7 @@ class DeadLetterReader(DataSourceReader):
         return [ShardPartition(i) for i in range(self.opts.shards)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        start_task()
         assert isinstance(partition, ShardPartition)
         letters = list(DeadLetters(self.opts.sharded())._shard_letters(partition.shard))
         if not letters:

@@ -40,6 +40,7 @@ from ..options import Options
 from ..values import text
 from .batch import ShardPartition, check_columns
 from .dehydrator_reader import FORMAT, ROWS_PER_BATCH, DehydratorRead, id_array
+from .task import start_task
 
 STATES = ("parked", "claimed")
 
@@ -83,6 +84,7 @@ class DehydratorSnapshotReader(DataSourceReader):
         return [ShardPartition(i) for i in range(self.opts.shards)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        start_task()
         assert isinstance(partition, ShardPartition)
         shard, label = partition.shard, self.opts.label(partition.shard)
         keys = DehydratorKeys(shard_names(self.opts.dehydrator, self.opts.shards)[shard])

@@ -32,6 +32,7 @@ from .batch import ShardPartition, check_columns
 from .compat import QuietPushdown
 from .ick_filters import Selection, push
 from .ick_reader import ARROW_TYPES, ROWS_PER_BATCH, ReaderOptions, arrow_schema, snapshot_columns
+from .task import start_task
 
 
 class IckSnapshotReader(DataSourceReader):
@@ -55,6 +56,7 @@ class IckSnapshotReader(DataSourceReader):
         return [ShardPartition(i, members) for i, members in plan] or [ShardPartition(0, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        start_task()
         assert isinstance(partition, ShardPartition)
         key = shard_names(self.opts.ick, self.opts.shards)[partition.shard]
         names = set(self.schema.names)

@@ -26,6 +26,7 @@ from pyspark.sql.types import StructType
 
 from ..connection import ConnectionSpec
 from .compat import ARROW_STREAM_WRITER, StreamWriterBase, arrow_from_rows
+from .task import start_task
 
 logger = logging.getLogger("pyspark_ick")
 
@@ -95,6 +96,7 @@ class SinkPlan(Protocol):
 def write_batches(plan: SinkPlan, batches: Iterable[pa.RecordBatch]) -> Any:
     """Write every row of ``batches``: one round of bounded calls per Arrow batch, sent
     by a helper thread while this one converts the next batch."""
+    start_task()
     done = plan.message()
     with ThreadPoolExecutor(1, thread_name_prefix="pyspark-ick-sender") as sender:
         last: Future[Any] | None = None

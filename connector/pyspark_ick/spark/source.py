@@ -78,6 +78,7 @@ from .compat import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from .driver import Driver, ShardLog, max_rows
 from .leases import Leases, stop_on_sigterm, stopping
 from .planning import ShardRange, ShardRanges, group
+from .task import start_task
 
 __all__ = [
     "Ahead",
@@ -315,6 +316,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        start_task()
         ranges = partition.ranges if isinstance(partition, ShardRanges) else (partition,)
         for part in ranges:
             assert isinstance(part, ShardRange)
