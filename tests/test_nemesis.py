@@ -7,7 +7,8 @@ faults loses nothing.
   duplicates and stalls (outside fault windows) are counted; lost counts only kept adds
   (every add of a run since the producers wait for a replica), unkept ones (older
   records) apart; an empty batch fails a run, and an empty or changed replay after a
-  failover fails a --sentinel or --cluster run's summary (the readers wait).
+  failover fails a --sentinel or --cluster run's summary (the readers wait); the
+  recovery after each fault is the time to the next delivery begun after it.
 - --sentinel without servers: its fault kinds, and the failovers of its summary; the
   same for --cluster, and on records shaped as a cluster run's the checker catches a
   dropped delivery of a kept add and a dropped release of a kept park.
@@ -110,6 +111,18 @@ def test_an_empty_or_changed_replay_after_a_failover_fails_a_waiting_run(tmp_pat
     assert f"writers and readers wait for {waits} replica(s)" in table(
         {**empty, "drain_seconds": 1.0}
     )
+
+
+def test_recovery_is_the_time_from_a_faults_end_to_the_next_delivery_begun_after_it() -> None:
+    _, deliveries = synthetic()  # sink calls 3.0-3.2, 4.0-4.1, 9.0-9.1
+    faults = [
+        {"kind": "redis_kill", "start": 2.0, "end": 3.1},  # not 3.0-3.2 (begun before): 4.1
+        {"kind": "redis_kill", "start": 4.5, "end": 5.0},  # 9.1
+        {"kind": "kill_jvm", "start": 9.5, "end": 9.6},  # nothing after it
+    ]
+    found = nc.recoveries(faults, deliveries)
+    assert found["redis_kill"] == {"count": 2, "median": 2.55, "max": 4.1, "never": 0}
+    assert found["kill_jvm"] == {"count": 0, "median": None, "max": None, "never": 1}
 
 
 def test_checker_catches_a_removed_delivery() -> None:

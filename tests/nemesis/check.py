@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections import defaultdict
+import statistics
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from math import inf
@@ -240,6 +241,31 @@ def longest_outside(found: Iterable[Stall], windows: Sequence[Window]) -> Stall 
     return max(pieces, key=lambda p: p.seconds, default=None)
 
 
+def recoveries(faults: Iterable[dict[str, Any]], deliveries: Sequence[Delivery]) -> dict[str, Any]:
+    """Per fault kind, the seconds from each fault's end to the end of the first sink call
+    with rows that began after it (the pipeline delivering again), with their median and
+    max; a fault after which nothing was delivered counts as ``never``."""
+    done = sorted((d.start, d.end) for d in deliveries if d.rows)
+    starts = [start for start, _ in done]
+    found: dict[str, list[float]] = defaultdict(list)
+    never: Counter[str] = Counter()
+    for f in faults:
+        k = bisect.bisect_right(starts, float(f["end"]))
+        if k == len(done):
+            never[f["kind"]] += 1
+        else:
+            found[f["kind"]].append(done[k][1] - float(f["end"]))
+    return {
+        kind: {
+            "count": len(found[kind]),
+            "median": round(statistics.median(found[kind]), 2) if found[kind] else None,
+            "max": round(max(found[kind]), 2) if found[kind] else None,
+            "never": never[kind],
+        }
+        for kind in sorted(set(found) | set(never))
+    }
+
+
 # --- the whole check ----------------------------------------------------------------------
 
 
@@ -336,5 +362,6 @@ def main(argv: list[str]) -> int:
     deliveries = [delivery_of(r) for r in read_jsonl(directory / "deliveries.jsonl")]
     windows = [Window(*w) for w in summary["windows"]]
     result = check(adds, deliveries, windows, summary["until"], summary["origin"])
+    result["recovery"] = recoveries(read_jsonl(directory / "faults.jsonl"), deliveries)
     print(json.dumps(result, indent=2))
     return 0 if result["ok"] else 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -24,6 +25,9 @@ TESTS = Path(__file__).resolve().parents[1]  # on the PYTHONPATH of the Spark pr
 HOOK = "nemesis.consumer:worker_hook"
 ARM_ENV = "NEMESIS_WORKER_ARM"
 WAITS = ("redis.waitReplicas", "redis.waitTimeout")  # --sentinel, --cluster: every query's
+
+RAISED = re.compile(r"[A-Za-z_]\w*(\.\w+)+: ")
+"""A raised exception's line of a traceback (``pyspark_ick.errors.LeaseLost: ...``)."""
 
 
 def worker_hook(point: str) -> None:
@@ -213,9 +217,13 @@ def child_main(cfg: dict[str, Any]) -> int:
         record_writes(queries)
         exc = dead[0].exception()
         cause = str(exc) if exc is not None else "stopped without an exception"
-        if len(cause) > 4000:  # Spark's wrapping, the errors raised, and the end
-            raised = [x for x in cause.splitlines() if "Error:" in x or "Exception:" in x]
-            cause = f"{cause[:1500]}\n...\n{chr(10).join(raised)[:2000]}\n...\n{cause[-500:]}"
+        if len(cause) > 4000:  # Spark's wrapping, the errors raised (the last), and the end
+            raised = [
+                x
+                for x in cause.splitlines()
+                if RAISED.match(x) or "Error:" in x or "Exception:" in x
+            ]
+            cause = f"{cause[:1500]}\n...\n{chr(10).join(raised)[-2000:]}\n...\n{cause[-500:]}"
         event("query_failed", cause=cause)
         print(f"NEMESIS-QUERY-FAILED: {cause.splitlines()[0] if cause else ''}", flush=True)
         for q in queries:

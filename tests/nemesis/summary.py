@@ -100,13 +100,8 @@ def summarize(
     faults = journals["faults"].records
     grace = {k: settings.restart_grace if k in LONG_GRACE else settings.grace for k in ALL_KINDS}
     windows = nc.windows_of(faults, grace, settings.grace)
-    result = nc.check(
-        adds,
-        [nc.delivery_of(d) for d in deliveries],
-        windows,
-        until,
-        origin,
-    )
+    calls = [nc.delivery_of(d) for d in deliveries]
+    result = nc.check(adds, calls, windows, until, origin)
     restarts: Counter[str] = Counter()
     for r in journals["restarts"].records:
         restarts[f"process: {classify(r['cause'])}"] += 1
@@ -135,6 +130,7 @@ def summarize(
         "until": until,
         "faulty_minutes": round((faults[-1]["end"] - origin) / 60, 2) if faults else 0.0,
         "windows": [list(w) for w in windows],
+        "recovery": nc.recoveries(faults, calls),
         **more,
     }
     if settings.sentinel or settings.cluster:
@@ -287,6 +283,14 @@ def table(s: dict[str, Any]) -> str:
         ("drain", f"{s['drain_seconds']:.1f} s" + ("" if s["drained"] else " (NOT drained)")),
         ("longest stall", "-" if not stall else f"{stall['seconds']} s at t+{stall['from']}"),
         ("  outside faults", "-" if not out else f"{out['seconds']} s at t+{out['from']}"),
+        ("delivering again after a fault (s: median, max)", ""),
+        *[
+            (
+                f"  {k}",
+                f"{v['median']}, {v['max']}" + (f" ({v['never']} never)" if v["never"] else ""),
+            )
+            for k, v in s.get("recovery", {}).items()
+        ],
         ("restarts", sum(s["restarts_by_cause"].values())),
         *[(f"  {k}", v) for k, v in s["restarts_by_cause"].items()],
     ]
