@@ -12,7 +12,9 @@ latency: producers add 1,000 members/s (score = add time) while a query with tri
          processingTime=0 runs; p50/p99 of arrival in foreachBatch minus score. Targets
          p50 and p99 <= 1.05x Spark's floor (below). Baselines: the same producers and a Python loop
          reserving, reading and committing as fast as it can; and the no-I/O source with
-         the same trigger and sink (events at 1,000/s, available the moment they happen).
+         the same trigger and sink (events at 1,000/s, available the moment they happen),
+         while the same producers add to an Ick nobody reads: the same load on the machine.
+         Spark's durationMs per step of both, median of the triggers that delivered rows.
 
     python bench/bench_reader.py [--quick]
 """
@@ -26,7 +28,7 @@ import time
 from typing import Any
 
 import spark_floor
-from common import Report, percentile
+from common import Report, median, percentile
 
 from pyspark_ick import ShardedIck, connect
 from pyspark_ick.keys import shard_names
@@ -197,10 +199,16 @@ def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
 
 
 def stream_latency(
-    spark: Any, reader: Any, seconds: float, client: Any | None = None, name: str = ""
+    spark: Any,
+    reader: Any,
+    seconds: float,
+    client: Any | None = None,
+    name: str = "",
+    steps: dict[str, list[float]] | None = None,
 ) -> list[float]:
     """Arrival in foreachBatch minus score, for ``seconds`` of a processingTime=0 query of
-    ``reader`` (with a Producer adding to Ick ``name`` when ``client`` is given)."""
+    ``reader`` (with a Producer adding to Ick ``name`` when ``client`` is given); the
+    measured triggers' ``durationMs`` by step go to ``steps``."""
     delays: list[float] = []
 
     def sink(df: Any, _batch: int) -> None:
@@ -221,8 +229,14 @@ def stream_latency(
             producer.start()
         time.sleep(2)
         delays.clear()
+        first = query.lastProgress["batchId"] if query.lastProgress else -1
         time.sleep(seconds)
-        return list(delays)
+        measured = list(delays)
+        for progress in query.recentProgress:
+            if steps is not None and progress["batchId"] > first and progress["numInputRows"]:
+                for step, ms in progress["durationMs"].items():
+                    steps.setdefault(step, []).append(ms)
+        return measured
     finally:
         if producer:
             producer.stopped.set()
@@ -241,11 +255,15 @@ def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
     ShardedIck(client, "lat", SHARDS).delete()
     measured: list[float] = []
     floor: list[float] = []
+    steps: dict[str, list[float]] = {}
+    floor_steps: dict[str, list[float]] = {}
     for _ in range(2):
-        measured += stream_latency(
-            spark, stream(spark, url, "lat", consumerId="bench-latency"), seconds / 2, client, "lat"
-        )
-        floor += stream_latency(spark, spark.readStream.format("clock").load(), seconds / 2)
+        ick = stream(spark, url, "lat", consumerId="bench-latency")
+        measured += stream_latency(spark, ick, seconds / 2, client, "lat", steps)
+        clock = spark.readStream.format("clock").load()
+        # the same producers, adding to an Ick nobody reads: the same load on the machine
+        floor += stream_latency(spark, clock, seconds / 2, client, "lat-idle", floor_steps)
+        ShardedIck(client, "lat-idle", SHARDS).delete()
     ShardedIck(client, "lat2", SHARDS).delete()
     base_producer = Producer(client, "lat2", 1000)
     base_producer.start()
@@ -268,6 +286,11 @@ def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
             maximum=1.05,
         )
     report.add("latency members measured", len(measured), "members")
+    # where a trigger's time goes: Spark's durationMs of the triggers that delivered rows
+    for step in sorted(steps, key=lambda k: -median(steps[k])):
+        floor_step = f"trigger {step}, median: no-I/O source"
+        report.add(floor_step, median(floor_steps.get(step, [0.0])), "ms")
+        report.compare(f"trigger {step}, median: readStream", median(steps[step]), "ms", floor_step)
 
 
 def main() -> None:
