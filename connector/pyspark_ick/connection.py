@@ -19,6 +19,7 @@ from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from . import replication, retry
+from .bounded import bounded
 from .clients import DEFAULT_RETRY_TIMEOUT, DEFAULT_WAIT_TIMEOUT, settings
 from .errors import IckConfigError
 from .redis_errors import connection_error, permanent, tls_hint, transient, unknown_service
@@ -131,7 +132,12 @@ def connect(
             others = [
                 ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379) for n in nodes[1:]
             ]
-            return redis.RedisCluster.from_url(nodes[0], startup_nodes=others, **options)
+            seed, tls = nodes[0], nodes[0].startswith("rediss://")
+            if tls:  # else the scheme's SSLConnection would replace the bounded class
+                seed = "redis://" + seed.removeprefix("rediss://")
+            return redis.RedisCluster.from_url(
+                seed, startup_nodes=others, connection_class=bounded(tls), **options
+            )
         client = redis.Redis.from_url(nodes[0], **options)
         client.ping()
         return client

@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TypeVar
 
 from .redis_errors import brief, retryable
@@ -30,6 +32,26 @@ T = TypeVar("T")
 
 FIRST_DELAY = 0.05
 MAX_DELAY = 2.0
+
+_deadline: ContextVar[float | None] = ContextVar("pyspark_ick_retry_deadline", default=None)
+
+
+def time_left() -> float | None:
+    """Seconds left before the deadline of the retried call this thread is in (None: it
+    is in none, or in one that never retries): bounded.py caps a cluster's waits by it."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+@contextmanager
+def _until(deadline: float) -> Iterator[None]:
+    """Make ``deadline`` this thread's (an enclosing call's earlier one stays)."""
+    outer = _deadline.get()
+    token = _deadline.set(deadline if outer is None else min(outer, deadline))
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
 
 
 def call(
@@ -47,14 +69,19 @@ def call(
     Backoff: exponential from 50 ms to 2 s, full jitter. With ``replay_safe=False`` only
     errors that prove the command did not run are retried; ``final(error)`` true: not
     retried either. ``error``: the first attempt was made already (at ``started``, by
-    ``time.monotonic``; by the caller's fast path or pipeline) and raised it.
+    ``time.monotonic``; by the caller's fast path or pipeline) and raised it. While
+    ``fn`` runs, ``time_left()`` is the time until the deadline.
     """
     deadline = (time.monotonic() if started is None else started) + timeout
     attempt = 0
     while True:
         if error is None:
             try:
-                result = fn()
+                if timeout > 0:
+                    with _until(deadline):
+                        result = fn()
+                else:
+                    result = fn()
             except Exception as exc:  # noqa: BLE001 (raised below unless retried)
                 error = exc
             else:
