@@ -74,9 +74,9 @@ then a check that nothing acknowledged was lost (``check``).
 - ``--zombie``: draws ``zombie_consumer``: SIGSTOP of the whole consumer until its leases
   are a gone holder's, a rival takes each over and gives it back, SIGCONT: fenced, its
   query fails with "lost its lease" and starts again (checked: each hit one fenced).
-- ``--outage``: draws ``outage``: Redis down 5-15 s longer than ``redis.retryTimeout``;
-  the queries fail with the error that says so and start again (checked: the text).
-  Proxy topology only (a Sentinel set or a cluster fails over instead).
+- ``--outage``: draws ``outage``: Redis down 5-15 s longer than ``redis.retryTimeout``
+  (killed; --sentinel, --cluster: every data node SIGSTOPped, a partition); the queries
+  fail with the error that says so and start again (checked: the text).
 - At the end: the nemesis stops, every fault heals, producers stop, the consumer drains
   (deadline), stops, and the checker runs; a summary table is printed and written with
   every check to ``DIR/summary.json``.

@@ -79,8 +79,6 @@ def parse(argv: list[str]) -> Settings:
     a = p.parse_args(argv)
     if a.cluster and (a.sentinel or a.durable or a.wait_replicas is not None):
         p.error("--cluster goes without --sentinel, --durable and --wait-replicas")
-    if a.outage and (a.sentinel or a.cluster):
-        p.error("--outage is for the proxy topology (a Sentinel set or a cluster fails over)")
     if not 0 <= a.poison < 0.3:
         p.error("--poison takes a share of members in [0, 0.3)")
     kinds = tuple(k for k in a.kinds.split(",") if k)

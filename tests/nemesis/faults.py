@@ -238,15 +238,35 @@ class Nemesis(Failovers, ClusterFailovers):
         return f"redis://127.0.0.1:{self.server.port}"
 
     def outage(self) -> dict[str, Any]:
-        """Redis killed and kept down 5-15 s longer than the consumer's redis.retryTimeout:
-        its queries fail with the error that says so; the child (or the supervisor)
-        starts them again once Redis is back."""
+        """Redis down 5-15 s longer than the consumer's redis.retryTimeout: its queries fail
+        with the error that says so; the child (or the supervisor) starts them again once
+        Redis is back. Killed on the proxy topology; --sentinel, --cluster: every data node
+        SIGSTOPped (a partition: nothing to fail over to), then continued and settled.
+        Hit when queries ran and it lasted its full length (the soak's end cuts it)."""
         seconds = duration_s(self.settings.retry_timeout) + self.rng.uniform(5, 15)
         running = self._batches_flowing(90)  # else no query is there to fail
-        kill(self.server)
-        self._hold(seconds)
-        restart(self.server, timeout=60)
-        return {"hit": running, "down": round(seconds, 2)}
+        began = time.monotonic()
+        if self.cluster is None and self.sentinels is None:
+            kill(self.server)
+            self._hold(seconds)
+            down = time.monotonic() - began
+            restart(self.server, timeout=60)
+        else:
+            nodes = self.cluster.nodes if self.cluster is not None else self.sentinels.servers
+            pids = [n.process.pid for n in nodes if n.alive and n.process is not None]
+            for pid in pids:
+                signal_pid(pid, signal.SIGSTOP)
+            try:
+                self._hold(seconds)
+            finally:
+                down = time.monotonic() - began
+                for pid in pids:
+                    signal_pid(pid, signal.SIGCONT)
+            if self.cluster is not None:
+                self._settled()
+            else:
+                self.sentinels.wait_healthy(120)
+        return {"hit": running and down >= seconds, "down": round(down, 2)}
 
     def _batches_flowing(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` s) until the consumer's sink was called twice more:
