@@ -5,12 +5,16 @@
   does a stream query whose Redis restarts behind such a proxy.
 - Scripts that Redis forgot in a restart: ``ensure_loaded`` rides the restart out, and a
   user's own pipeline (``queue_add``) keeps working.
-- A stopped query releases its leases: its successor does not wait to take them over.
+- A stopped query releases its leases: its successor does not wait to take them over
+  (Spark's SIGTERM lets the runner finish its call and stop on EOF).
 - Trigger.AvailableNow delivers what a gem consumer left reserved when it died.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -148,6 +152,55 @@ def test_a_stopped_query_releases_its_leases(spark, client, redis_url, tmp_path)
         timeout=3,
         what="the leases released by query.stop()",
     )
+
+
+# Spark's stream runner as stop_on_sigterm sees it: blocked reading its socket (stdin
+# here), it stops on EOF and then releases (prints) in its finally.
+RUNNER_STUB = """
+import sys, time, types
+from pyspark_ick.spark import leases
+sys.modules["__main__"].__spec__ = types.SimpleNamespace(name=leases.RUNNER)
+leases.GRACE_S = float(sys.argv[1])
+leases.stop_on_sigterm()
+print("waiting", flush=True)
+try:
+    while sys.stdin.buffer.read(4):
+        pass
+finally:
+    time.sleep(0.3)  # stop() waits for the job ahead, then releases
+    print("released", flush=True)
+"""
+
+
+def runner_stub(grace_s: float) -> subprocess.Popen[str]:
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER_STUB, str(grace_s)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert runner.stdout is not None and runner.stdout.readline() == "waiting\n"
+    return runner
+
+
+def test_sigterm_lets_the_runner_release_on_the_eof_that_follows():
+    # query.stop(): SIGTERM, the socket closed, SIGTERM again, a few ms apart. A SystemExit
+    # raised by the handler could land in the finally before the release (a CI flake)
+    runner = runner_stub(30)
+    runner.send_signal(signal.SIGTERM)
+    time.sleep(0.1)
+    runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=30)  # closes stdin: EOF
+    assert (out, runner.returncode) == ("released\n", 0)
+
+
+def test_a_runner_that_gets_no_eof_exits_after_the_grace_period():
+    runner = runner_stub(0.5)
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(timeout=30) == 128 + signal.SIGTERM  # its leases expire by themselves
+    assert runner.stdout is not None and runner.stdout.read() == ""
+    assert runner.stdin is not None
+    runner.stdin.close()
 
 
 def test_available_now_delivers_what_a_gem_consumer_left_reserved(

@@ -3,13 +3,14 @@
 ``Leases.take`` acquires every shard's lease with a new fencing token (a live holder
 refuses, a gone one is taken over), a heartbeat thread renews them, a lease found lost is
 raised by ``check`` on the next driver call, and ``release`` gives them back. In Spark's
-Python stream runner, ``stop_on_sigterm`` makes ``query.stop()``'s SIGTERM run the
-reader's ``stop()``, which releases them.
+Python stream runner, ``stop_on_sigterm`` makes ``query.stop()``'s SIGTERM leave the
+runner time to run the reader's ``stop()``, which releases them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -23,22 +24,32 @@ from ..lease import Fence, Lease
 logger = logging.getLogger("pyspark_ick.stream")
 
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+GRACE_S = 30.0  # how long a runner told to stop may take to release its leases
 
-_in_stop = threading.Event()  # a reader of this process is in stop()
+_terminating = threading.Event()
 
 
-def _exit(signum: int, frame: Any) -> None:
-    if not _in_stop.is_set():  # Spark may close the socket first: stop() runs already
-        raise SystemExit(128 + signum)
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Spark closes the runner's socket right after its SIGTERM (and sends a second one):
+    # the call in progress ends, the runner reads EOF and runs its finally: reader.stop().
+    # Raising SystemExit here instead could land anywhere, even in stop() before the
+    # release. A runner still alive GRACE_S later (a call riding out an outage) exits.
+    if not _terminating.is_set():
+        _terminating.set()
+        exit_later = threading.Timer(GRACE_S, os._exit, args=(128 + signum,))
+        exit_later.daemon = True
+        exit_later.start()
 
 
 def stop_on_sigterm() -> None:
-    """In Spark's Python stream runner, make SIGTERM run the reader's ``stop()``.
+    """In Spark's Python stream runner, let ``query.stop()``'s SIGTERM run the reader's
+    ``stop()``.
 
-    ``query.stop()`` ends the runner process with SIGTERM, whose default action skips the
-    runner's ``finally: reader.stop()``, so the leases stayed in Redis and the next query
-    waited to take them over. SystemExit unwinds through that ``finally`` instead. Only in
-    that process's main thread, and only if nobody handles SIGTERM already.
+    Its default action ended the runner at once, skipping its ``finally: reader.stop()``,
+    so the leases stayed in Redis and the next query waited to take them over. Now the
+    runner finishes the call in progress and stops on the EOF that follows, within
+    ``GRACE_S``. Only in that process's main thread, and only if nobody handles SIGTERM
+    already.
     """
     main = sys.modules.get("__main__")
     if (
@@ -46,12 +57,7 @@ def stop_on_sigterm() -> None:
         and threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     ):
-        signal.signal(signal.SIGTERM, _exit)
-
-
-def stopping() -> None:
-    """Mark this process's reader as stopping (a SIGTERM then changes nothing)."""
-    _in_stop.set()
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class Leased(Protocol):

@@ -76,7 +76,7 @@ from . import planning
 from .ahead import Ahead
 from .compat import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from .driver import Driver, ShardLog, max_rows
-from .leases import Leases, stop_on_sigterm, stopping
+from .leases import Leases, stop_on_sigterm
 from .planning import ShardRange, ShardRanges, group
 from .task import start_task
 
@@ -343,7 +343,6 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
     def stop(self) -> None:
         logger.debug("stop")
-        stopping()
         try:
             self._finish_ahead()
         except Exception as exc:  # noqa: BLE001 - what it did not do, the next query does
