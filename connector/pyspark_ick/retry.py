@@ -32,6 +32,7 @@ T = TypeVar("T")
 
 FIRST_DELAY = 0.05
 MAX_DELAY = 2.0
+LAST_ATTEMPT = 0.05  # the least time left worth another attempt
 
 _deadline: ContextVar[float | None] = ContextVar("pyspark_ick_retry_deadline", default=None)
 
@@ -100,7 +101,9 @@ def call(
                 brief(str(error)).lstrip("-"),
                 left,
             )
-        pause = random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2**attempt))
-        time.sleep(min(max(pause, 0.01), left))
+        pause = min(max(random.uniform(0, min(MAX_DELAY, FIRST_DELAY * 2**attempt)), 0.01), left)
+        time.sleep(pause)
+        if left - pause < LAST_ATTEMPT:  # an attempt cut at the deadline would only hide
+            raise error  # the last real error (bounded.py cuts a cluster's waits there)
         attempt += 1
         error = None
