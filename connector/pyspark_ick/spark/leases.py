@@ -10,7 +10,6 @@ runner time to run the reader's ``stop()``, which releases them.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -26,19 +25,20 @@ logger = logging.getLogger("pyspark_ick.stream")
 RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 GRACE_S = 30.0  # how long a runner told to stop may take to release its leases
 
-_terminating = threading.Event()
+_terminating = False  # SIGTERM came: a plain flag, since a signal handler must take no lock
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     # Spark closes the runner's socket right after its SIGTERM (and sends a second one):
     # the call in progress ends, the runner reads EOF and runs its finally: reader.stop().
     # Raising SystemExit here instead could land anywhere, even in stop() before the
-    # release. A runner still alive GRACE_S later (a call riding out an outage) exits.
-    if not _terminating.is_set():
-        _terminating.set()
-        exit_later = threading.Timer(GRACE_S, os._exit, args=(128 + signum,))
-        exit_later.daemon = True
-        exit_later.start()
+    # release; taking a lock (an Event's) deadlocked when the second SIGTERM came while
+    # the first held it. SIGALRM's default action ends a runner still alive GRACE_S later,
+    # and the heartbeat stops renewing, so a successor can take the leases over.
+    global _terminating
+    if not _terminating:
+        _terminating = True
+        signal.setitimer(signal.ITIMER_REAL, GRACE_S)
 
 
 def stop_on_sigterm() -> None:
@@ -49,13 +49,14 @@ def stop_on_sigterm() -> None:
     so the leases stayed in Redis and the next query waited to take them over. Now the
     runner finishes the call in progress and stops on the EOF that follows, within
     ``GRACE_S``. Only in that process's main thread, and only if nobody handles SIGTERM
-    already.
+    or SIGALRM already.
     """
     main = sys.modules.get("__main__")
     if (
         getattr(getattr(main, "__spec__", None), "name", None) == RUNNER
         and threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        and signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
     ):
         signal.signal(signal.SIGTERM, _on_sigterm)
 
@@ -136,7 +137,7 @@ class Leases:
             raise self.lost
 
     def _beat(self) -> None:
-        while not self._stopping.wait(heartbeat_ms(self.lease_ms) / 1000):
+        while not self._stopping.wait(heartbeat_ms(self.lease_ms) / 1000) and not _terminating:
             for shard_log, fence in zip(self.logs, self.fences, strict=True):
                 try:
                     shard_log.lease.renew(fence)
