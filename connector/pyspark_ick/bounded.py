@@ -29,8 +29,10 @@ class _Bounded:
     socket_connect_timeout: float | None
 
     def _left(self) -> float | None:
+        """The time left, or TimeoutError (the connection dropped) when there is none."""
         left = retry.time_left()
         if left is not None and left <= 0:
+            self.disconnect()  # type: ignore[attr-defined]  # a reply may be unread
             raise redis.TimeoutError(
                 f"{self.host}:{self.port} did not answer before redis.retryTimeout passed"
             )
@@ -47,11 +49,7 @@ class _Bounded:
             self.socket_connect_timeout = given
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            left = self._left()
-        except redis.TimeoutError:
-            self.disconnect()  # type: ignore[attr-defined]  # the reply is not read
-            raise
+        left = self._left()
         if left is not None:
             timeout = kwargs.get("timeout", SENTINEL)
             limit = self.socket_timeout if timeout is SENTINEL else timeout

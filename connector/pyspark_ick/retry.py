@@ -20,7 +20,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import TypeVar
 
@@ -78,10 +78,7 @@ def call(
     while True:
         if error is None:
             try:
-                if timeout > 0:
-                    with _until(deadline):
-                        result = fn()
-                else:
+                with _until(deadline) if timeout > 0 else nullcontext():
                     result = fn()
             except Exception as exc:  # noqa: BLE001 (raised below unless retried)
                 error = exc
