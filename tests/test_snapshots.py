@@ -98,6 +98,20 @@ def test_a_query_reads_what_the_whole_snapshot_has_filtered(any_client, monkeypa
     check()
 
 
+def test_holders_read_from_every_manifest_name_only_the_members_asked_for(any_client, monkeypatch):
+    """The example Hypothesis found on a clean clone: with more members asked for than a
+    page holds, holders read every open manifest and once named all of their members, here
+    b"\x01" (score 1), which a query of the scores [0, 0] did not keep."""
+    monkeypatch.setattr(bounds, "ITEMS_PER_CALL", 3)
+    key = "snapexample"
+    log = ReservationLog(any_client, key)
+    Ick(any_client, key).add({b"a": 0.0, b"b": 0.0, b"c": 0.0, b"d": 0.0, b"\x01": 1.0})
+    log.reserve(5, 0, log.lease.acquire("t", 60_000))
+    _, cset, holder = snapshot(any_client, key, Query(low=0.0, high=0.0))
+    assert cset[0::2] == [b"a", b"b", b"c", b"d"]
+    assert holder == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
 def test_range_pages_skip_no_member_while_members_before_them_leave(client):
     """The first page leaves (reserved, say) with the member that ended it, and the member
     that ended the second page moves down: every member is still read, each once."""

@@ -140,17 +140,19 @@ def holders(client: Client, master_key: str, members: Collection[Any]) -> dict[s
 
     Up to ``bounds.ITEMS_PER_CALL`` members, lua/ick_holders.lua looks for them in the
     open manifests and sends back only those it finds; more, and every open manifest is
-    read (one LRANGE each: at most ``bounds.MOVES_PER_CALL`` members)."""
+    read (one LRANGE each: at most ``bounds.MOVES_PER_CALL`` members) and filtered here,
+    so both ways answer for ``members`` only."""
     k = IckKeys(master_key)
     what = f"Ick {master_key!r}"
     reserved, committed = ReservationLog(client, master_key).counters()
     found: dict[str, int] = {}
     if len(members) > bounds.ITEMS_PER_CALL:
+        wanted_text = {text(member) for member in members}
         for r in range(committed + 1, reserved + 1):
             flat = scripts.command(
                 client, partial(client.lrange, k.reservation(r), 0, -1), what=what
             )
-            found.update((text(member), r) for member in flat[0::2])
+            found.update((t, r) for t in map(text, flat[0::2]) if t in wanted_text)
         return found
     number, wanted = committed, list(members)
     while number < reserved:
