@@ -1,7 +1,7 @@
 """Every option of every format, in one table: the uses (format and direction) that take
 it, its kind (how its text is read), typed default, bounds or choices and meaning.
-README's option tables are checked against it (tests/test_options.py); options.py reads a
-format's options by it."""
+options.py reads a format's options by it; the docs' options reference is generated from
+it (docs/hooks.py)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ SPARKS_OWN = ("path", "paths", "checkpointlocation", "queryname")
 class Option:
     """One option: its name, the uses that take it, its kind (how its text is read), its
     typed default (None: none; ``required``: must be given), bounds or choices, and its
-    meaning. README's option tables show ``shown`` (tests/test_options.py checks them)."""
+    meaning (short sentences: the options reference shows it)."""
 
     name: str
     uses: tuple[str, ...]
@@ -44,7 +44,7 @@ class Option:
 
     @property
     def shown(self) -> str:
-        """The default as README shows it."""
+        """The default as the docs show it."""
         if self.default is None:
             return ""
         if self.kind == "duration":
@@ -66,17 +66,40 @@ def _option(
 
 TYPES = ("string", "binary")
 OPTIONS = (
-    _option("redis.url", USES, "url", DEFAULT_URL, "Redis URL; several seed nodes for a cluster"),
-    _option("redis.cluster", USES, "cluster", "auto", "auto | true | false"),
-    _option("redis.username", USES, "text", None, "ACL user"),
-    _option("redis.password", USES, "text", None, "password"),
-    _option("redis.timeout", USES, "seconds", 10.0, "socket timeout in seconds", minimum=0.001),
+    _option(
+        "redis.url",
+        USES,
+        "url",
+        DEFAULT_URL,
+        "`redis://`, `rediss://` (TLS; `?ssl_ca_certs=/path/ca.crt` for a private CA) or "
+        "`unix:///path/redis.sock`. A cluster's URL may list several seed nodes: "
+        "`redis://h1:7000,h2:7000/0`. Sentinel: "
+        "`redis+sentinel://[user:password@]s1[:26379],s2,s3/SERVICE[/DB]`",
+    ),
+    _option(
+        "redis.cluster",
+        USES,
+        "cluster",
+        "auto",
+        "`auto` asks the server whether it is a cluster node; `true` or `false` forces it",
+    ),
+    _option("redis.username", USES, "text", None, "ACL user. Default: the URL's"),
+    _option(
+        "redis.password",
+        USES,
+        "text",
+        None,
+        "Password. Default: the URL's. Never logged, never in errors or `repr`",
+    ),
+    _option("redis.timeout", USES, "seconds", 10.0, "Socket timeout in seconds", minimum=0.001),
     _option(
         "redis.retryTimeout",
         USES,
         "duration",
         round(DEFAULT_RETRY_TIMEOUT * 1000),
-        "how long transient errors are retried",
+        "How long a call rides out a Redis that restarts, fails over or migrates a slot, retrying "
+        "with backoff and jitter. 60 s covers a Sentinel or Cluster failover at their defaults. "
+        "`0` never retries",
         minimum=0,
     ),
     _option(
@@ -84,8 +107,9 @@ OPTIONS = (
         (ICK_WRITE, DH_WRITE, ICK_STREAM, DH_STREAM),
         "integer",
         0,
-        "replicas that must have a write, reservation or commit before it counts as done "
-        "(WAIT; 0: no wait)",
+        "Writers and stream readers only. A write, a micro-batch's reservation and commit, and a "
+        "`retry_later` hand-back count as done only once this many replicas have them (`WAIT`). "
+        "`0` sends no `WAIT`",
         minimum=0,
     ),
     _option(
@@ -93,7 +117,8 @@ OPTIONS = (
         (ICK_WRITE, DH_WRITE, ICK_STREAM, DH_STREAM),
         "duration",
         round(DEFAULT_WAIT_TIMEOUT * 1000),
-        "how long a write waits for its replicas",
+        "Writers and stream readers only. How long one `WAIT` waits. Too few replicas are waited "
+        "for again until `redis.retryTimeout`, then the call fails, naming `redis.waitReplicas`",
         minimum=1,
     ),
     _option(
@@ -101,7 +126,7 @@ OPTIONS = (
         (ICK_WRITE, ICK_READ, ICK_STREAM),
         "name",
         None,
-        "the logical Ick (required)",
+        "The logical Ick's name (no `{` or `}`)",
         required=True,
     ),
     _option(
@@ -109,18 +134,42 @@ OPTIONS = (
         (DH_WRITE, DH_STREAM, DH_READ),
         "name",
         None,
-        "the dehydrator (required)",
+        "The dehydrator's name (no `{` or `}`)",
         required=True,
     ),
-    _option("shards", USES, "integer", 1, "number of shards", minimum=1, maximum=MAX_SHARDS),
-    _option("memberColumn", (ICK_WRITE,), "text", "member", "member column"),
-    _option("scoreColumn", (ICK_WRITE,), "text", "score", "score column"),
+    _option(
+        "shards",
+        USES,
+        "integer",
+        1,
+        "Recorded in Redis on first use. Omitted: the recorded count, or 1 for a new one. A "
+        "different count fails at `load()`, naming both",
+        minimum=1,
+        maximum=MAX_SHARDS,
+    ),
+    _option(
+        "memberColumn",
+        (ICK_WRITE,),
+        "text",
+        "member",
+        "The member column: string, integer, boolean, decimal or date (written as its string "
+        "form), or binary (written as its bytes). Cast floats and timestamps to string yourself",
+    ),
+    _option(
+        "scoreColumn",
+        (ICK_WRITE,),
+        "text",
+        "score",
+        "The score column: numeric, or timestamp (seconds since the epoch). Absent: Redis server "
+        "time at the add",
+    ),
     _option(
         "onInvalid",
         (ICK_WRITE,),
         "choice",
         "fail",
-        "fail | skip invalid rows",
+        "`fail`: a null member, or a null or NaN score, fails the task, naming the column and the "
+        "count. `skip`: such rows are dropped, counted and logged. `inf` and `-inf` are scores",
         choices=("fail", "skip"),
     ),
     _option(
@@ -128,7 +177,7 @@ OPTIONS = (
         (ICK_WRITE,),
         "integer",
         bounds.ICK_CHUNK,
-        "members per call",
+        "Members per Lua call: no call may hold a shared Redis long",
         minimum=1,
         maximum=bounds.ITEMS_PER_CALL,
     ),
@@ -137,7 +186,7 @@ OPTIONS = (
         (DH_WRITE,),
         "integer",
         bounds.DEHYDRATOR_CHUNK,
-        "elements per call",
+        "Elements per Lua call. An element costs Redis about twice a member",
         minimum=1,
         maximum=bounds.ITEMS_PER_CALL,
     ),
@@ -146,7 +195,8 @@ OPTIONS = (
         (ICK_STREAM,),
         "integer",
         500_000,
-        "members per micro-batch",
+        "Members per micro-batch, split across shards. While a backlog drains, the next batch is "
+        "reserved ahead: up to twice this many are reserved at once",
         minimum=1,
     ),
     _option(
@@ -154,7 +204,7 @@ OPTIONS = (
         (ICK_STREAM,),
         "integer",
         100_000,
-        "members per read task",
+        "A micro-batch is read in `max(1, members // this)` Spark tasks",
         minimum=1,
     ),
     _option(
@@ -162,7 +212,8 @@ OPTIONS = (
         (ICK_STREAM,),
         "integer",
         25,
-        "attempts of a member the sink hands back before it is a dead letter",
+        "Attempts of a member the sink hands back (`retry_later`) before it is a dead letter. "
+        "The stream reader's value decides, at the batch's commit",
         minimum=1,
     ),
     _option(
@@ -170,7 +221,8 @@ OPTIONS = (
         (ICK_STREAM,),
         "duration",
         1000,
-        "wait before a failed member's first retry; doubles each attempt",
+        "The wait before a handed-back member's first retry. It doubles with each attempt; half "
+        "of it is jitter",
         minimum=1,
     ),
     _option(
@@ -186,7 +238,8 @@ OPTIONS = (
         (ICK_READ,),
         "choice",
         "false",
-        "true: read the dead letters instead of the members",
+        "`true` reads the dead letters instead: `member, shard, attempts, score, error, "
+        "failedAt, deadAt`",
         choices=("false", "true"),
     ),
     _option(
@@ -194,7 +247,7 @@ OPTIONS = (
         (DH_STREAM,),
         "integer",
         100_000,
-        "elements per micro-batch",
+        "Due elements claimed per micro-batch",
         minimum=1,
     ),
     _option(
@@ -202,28 +255,68 @@ OPTIONS = (
         (DH_STREAM,),
         "integer",
         100_000,
-        "elements per read task",
+        "A micro-batch is read in `max(1, elements // this)` Spark tasks",
         minimum=1,
     ),
-    _option("consumerId", (ICK_STREAM, DH_STREAM), "text", None, "owner id of the shard leases"),
+    _option(
+        "consumerId",
+        (ICK_STREAM, DH_STREAM),
+        "text",
+        None,
+        "Owner id of the shard leases. Default: random per start. A restart with the same id "
+        "takes its leases back at once",
+    ),
     _option(
         "leaseTimeout",
         (ICK_STREAM, DH_STREAM),
         "duration",
         60_000,
-        "lease time of a dead query",
+        "A dead query's leases expire after this. A live query renews them by a heartbeat",
         minimum=100,
     ),
-    _option("delay", (DH_WRITE,), "duration", None, "due time from now", minimum=0),
     _option(
-        "onDuplicate", (DH_WRITE,), "choice", "keep", "keep | replace | error", choices=ON_DUPLICATE
+        "delay",
+        (DH_WRITE,),
+        "duration",
+        None,
+        "The due time from now. Or give column `delayMs` or `releaseAt` (timestamp) instead: "
+        "exactly one of the three",
+        minimum=0,
     ),
     _option(
-        "elementType", (DH_STREAM, DH_READ), "choice", "string", "string | binary", choices=TYPES
+        "onDuplicate",
+        (DH_WRITE,),
+        "choice",
+        "keep",
+        "An id already parked: `keep` the old element (retries stay idempotent), `replace` it, "
+        "or fail with `error`",
+        choices=ON_DUPLICATE,
     ),
-    _option("idType", (DH_STREAM, DH_READ), "choice", "string", "string | binary", choices=TYPES),
     _option(
-        "memberType", (ICK_READ, ICK_STREAM), "choice", "string", "string | binary", choices=TYPES
+        "elementType",
+        (DH_STREAM, DH_READ),
+        "choice",
+        "string",
+        "`binary` for an `element binary` column",
+        choices=TYPES,
+    ),
+    _option(
+        "idType",
+        (DH_STREAM, DH_READ),
+        "choice",
+        "string",
+        "`binary` for an `id binary` column. An id that is not UTF-8 fails a `string` read, "
+        "naming it; its claim stays, so a restart with `binary` delivers it",
+        choices=TYPES,
+    ),
+    _option(
+        "memberType",
+        (ICK_READ, ICK_STREAM),
+        "choice",
+        "string",
+        "`binary` for a `member binary` column. A member that is not UTF-8 fails a `string` "
+        "read, naming it; its reservation stays, so a restart with `binary` delivers it",
+        choices=TYPES,
     ),
 )
 CONNECTION_OPTIONS = tuple(o.name for o in OPTIONS if o.name.startswith("redis."))
