@@ -1,62 +1,87 @@
-"""The docs cannot go stale (issue 35): every ```python block of README.md and docs/*.md
-runs, and every ``pyspark-ick`` command line of a ```bash block parses.
+"""The docs cannot go stale (issues 35, 41): every ```python block of README.md,
+CHANGELOG.md and docs/ runs, every ``pyspark-ick`` line of a ```bash block exits as its
+text says, and every link and anchor resolves.
 
 Each Python block runs in a fresh namespace against a throwaway Redis (flushed, then an
 Ick ``dirty_docs`` of 8 shards with a few members, what the examples assume) and the
 shared SparkSession, with the names the examples leave to the reader: ``spark``,
 ``changes`` (member, score), ``later`` (element), ``reindex`` (a foreachBatch function),
-``ckpt`` and ``later_ckpt`` (checkpoint folders). The docs name Redis as the default
-``redis://localhost:6379/0``: the test points that URL at the throwaway server
-(``connect``, and the formats' ``redis.url`` unless a block gives one). Stream queries a
-block starts are run until idle, their errors raised, then stopped. A block that cannot
-run here starts with ``# docs-test: skip (the reason)``.
+``ckpt`` and ``later_ckpt`` (checkpoint folders). A tutorial (``IN_ORDER``) runs its
+blocks top to bottom in one namespace, as its reader does. The docs name Redis
+``redis://localhost:6379/0``: the test puts the throwaway server's URL in its place, in
+the block's text and as the formats' default ``redis.url``. Blocks run in a temporary
+folder (relative checkpoint paths land there). Stream queries a block starts are run until
+idle, their errors raised, then stopped. A block that cannot run here starts with
+``# docs-test: skip (the reason)``.
+
+A ``pyspark-ick`` line runs against a Redis seeded as above, plus dead letters ``doc:7``
+and ``doc:8`` and a dehydrator ``parked``; the lines of one block run in order, with no
+standard input (``pyspark_ick.cli.main``, in this process). It must exit 0, or the code
+its comment names (``# exit 3: ...``).
 """
 
 from __future__ import annotations
 
+import importlib
+import io
 import re
 import shlex
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from markdown.extensions.toc import slugify
 
 import pyspark_ick
-from pyspark_ick import ShardedIck
+from pyspark_ick import Dehydrator, ShardedIck
+from pyspark_ick.cli import main
 from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.connection import DEFAULT_URL
+from pyspark_ick.retries import RetryPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]
+IN_ORDER = {"docs/getting-started.md"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 SKIP = re.compile(r"^# docs-test: skip(?: \((?P<reason>.+)\))?\s*$")
+EXIT = re.compile(r"#\s*exit (\d+)\b")
 FORMATS = ("ick", "dehydrator")
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} (.+?)\s*$", re.M)
+GENERATED = {DOCS / "changelog.md": ROOT / "CHANGELOG.md"}  # docs/hooks.py adds it
 
 
-def blocks(language: str) -> list[tuple[str, int, str]]:
+def rel(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix() if page.is_relative_to(ROOT) else page.name
+
+
+def blocks(language: str, pages: list[Path] = PAGES) -> list[tuple[str, int, str]]:
     """(page, line, code) of every fenced block in ``language``."""
     found = []
-    for page in PAGES:
+    for page in pages:
         text = page.read_text()
         for match in FENCE.finditer(text):
             if match[1] == language:
                 line = text.count("\n", 0, match.start()) + 1
-                found.append((page.relative_to(ROOT).as_posix(), line, match[2]))
+                found.append((rel(page), line, match[2]))
     return found
 
 
 PYTHON = blocks("python")
+RUNS = [[block] for block in PYTHON if block[0] not in IN_ORDER] + [
+    [block for block in PYTHON if block[0] == page] for page in sorted(IN_ORDER)
+]
 
 
-def command_lines() -> list[tuple[str, int, str]]:
-    """(page, line, command) of every line of a bash block that runs pyspark-ick."""
-    return [
-        (page, line + 1 + i, text.strip())
-        for page, line, code in blocks("bash")
-        for i, text in enumerate(code.splitlines())
-        if text.strip().startswith("pyspark-ick ")
-    ]
+def command_lines(code: str) -> list[str]:
+    """The lines of a bash block that run pyspark-ick."""
+    return [t.strip() for t in code.splitlines() if t.strip().startswith("pyspark-ick ")]
+
+
+CLI_BLOCKS = [(page, line, code) for page, line, code in blocks("bash") if command_lines(code)]
 
 
 @pytest.fixture
@@ -84,9 +109,12 @@ def pointed_at(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def names(spark: Any, client: Any, pointed_at: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def names(
+    spark: Any, client: Any, pointed_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
     """The names the examples use, on a freshly seeded Redis; stream queries stopped after."""
     ShardedIck(client, "dirty_docs", 8).add({f"doc:{i}": float(i) for i in range(20)})
+    monkeypatch.chdir(tmp_path)
     delivered: list[int] = []
     yield {
         "spark": spark,
@@ -103,22 +131,26 @@ def names(spark: Any, client: Any, pointed_at: str, tmp_path: Path) -> Iterator[
         query.stop()
 
 
-@pytest.mark.parametrize(
-    ("page", "line", "code"), PYTHON, ids=[f"{page}:{line}" for page, line, _ in PYTHON]
-)
-def test_every_python_block_runs(page: str, line: int, code: str, request: Any) -> None:
-    first = code.splitlines()[0] if code.strip() else ""
-    skip = SKIP.match(first)
-    if skip:
-        assert skip["reason"], f"{page}:{line}: a skipped block must say why: {first!r}"
-        pytest.skip(f"{page}:{line}: {skip['reason']}")
-    names = request.getfixturevalue("names")
-    exec(compile(code, f"{page}:{line}", "exec"), dict(names))
-    for query in names["spark"].streams.active:
-        query.processAllAvailable()  # raises the query's error, if any
-        assert query.exception() is None
-    if "foreachBatch(reindex)" in code:
-        assert sum(names["delivered"]) > 0, "the example's indexer delivered nothing"
+@pytest.mark.parametrize("run", RUNS, ids=[f"{run[0][0]}:{run[0][1]}" for run in RUNS])
+def test_every_python_block_runs(run: list[tuple[str, int, str]], request: Any) -> None:
+    names: dict[str, Any] | None = None
+    ours = None
+    for page, line, code in run:
+        first = code.splitlines()[0] if code.strip() else ""
+        skip = SKIP.match(first)
+        if skip:
+            assert skip["reason"], f"{page}:{line}: a skipped block must say why: {first!r}"
+            pytest.skip(f"{page}:{line}: {skip['reason']}")
+        if names is None:
+            names = dict(request.getfixturevalue("names"))
+            ours = names["reindex"]
+        code = code.replace(DEFAULT_URL, request.getfixturevalue("pointed_at"))
+        exec(compile(code, f"{page}:{line}", "exec"), names)
+        for query in names["spark"].streams.active:
+            query.processAllAvailable()  # raises the query's error, if any
+            assert query.exception() is None, f"{page}:{line}"
+        if "foreachBatch(reindex)" in code and names["reindex"] is ours:
+            assert sum(names["delivered"]) > 0, "the example's indexer delivered nothing"
 
 
 def test_the_docs_have_python_blocks_and_skips_say_why() -> None:
@@ -130,21 +162,140 @@ def test_the_docs_have_python_blocks_and_skips_say_why() -> None:
                 assert match and match["reason"], f"{page}:{line}: {text!r}"
 
 
+@pytest.fixture
+def seeded(client: Any, redis_url: str) -> str:
+    """What the CLI examples act on: dirty_docs (8 shards) with dead letters doc:7 and
+    doc:8, and a dehydrator parked with an element."""
+    sharded = ShardedIck(client, "dirty_docs", 8)
+    sharded.add({f"doc:{i}": float(i) for i in range(20)})
+    for i in range(8):
+        sharded.shard(i).reserve(1000)
+    failed = {"doc:7": "the index refused it", "doc:8": "the index refused it"}
+    assert sharded.fail(failed, RetryPolicy(max_attempts=1)) == (0, 2)
+    for i in range(8):  # the rest of each batch, processed; then some queued again
+        sharded.shard(i).commit(*(m for m, _ in sharded.shard(i).reserve(1000)))
+    sharded.add({f"doc:{i}": float(i) for i in range(20) if i not in (7, 8)})
+    Dehydrator(client, "parked", 1).push("doc:10", "payload", 60_000)
+    return redis_url
+
+
 @pytest.mark.parametrize(
-    ("page", "line", "command"),
-    command_lines(),
-    ids=[f"{page}:{line}" for page, line, _ in command_lines()],
+    ("page", "line", "code"), CLI_BLOCKS, ids=[f"{page}:{line}" for page, line, _ in CLI_BLOCKS]
 )
-def test_every_cli_command_line_parses(page: str, line: int, command: str) -> None:
-    args = shlex.split(command, comments=True)[1:]
-    try:
-        build_parser().parse_args(args)
-    except SystemExit as exc:
-        pytest.fail(f"{page}:{line}: {command!r} does not parse (exit {exc.code})")
+def test_every_cli_example_exits_as_its_text_says(
+    page: str,
+    line: int,
+    code: str,
+    seeded: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("REDIS_URL", seeded)
+    for command in command_lines(code):
+        expected = int(m[1]) if (m := EXIT.search(command)) else 0
+        args = shlex.split(command.replace(DEFAULT_URL, seeded), comments=True)[1:]
+        assert "--watch" not in args and args[0] != "metrics", (
+            f"{page}:{line}: {command!r} runs until Ctrl-C: show it in the text, not a block"
+        )
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # no answer to a question
+        try:
+            code_ = main(args)
+        except SystemExit as exc:  # argparse: bad usage
+            code_ = int(exc.code or 0)
+        out = capsys.readouterr()
+        assert code_ == expected, (
+            f"{page}:{line}: {command!r} exited {code_}, the docs say {expected}:\n"
+            f"{out.out}{out.err}"
+        )
 
 
-def test_the_checks_catch_a_stale_line_and_a_silent_skip() -> None:
+def test_every_cli_line_of_a_bash_block_parses() -> None:
+    """Lines the exit test cannot run (a block of another tool's) still parse."""
+    for page, line, code in blocks("bash"):
+        for command in command_lines(code):
+            try:
+                build_parser().parse_args(shlex.split(command, comments=True)[1:])
+            except SystemExit as exc:
+                pytest.fail(f"{page}:{line}: {command!r} does not parse (exit {exc.code})")
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of ``page`` as MkDocs makes them: its headings' slugs, the headings
+    the build hook generates included."""
+    text = page.read_text()
+    if page.is_relative_to(DOCS):
+        sys.path.insert(0, str(DOCS))
+        try:
+            hooks = importlib.import_module("hooks")
+        finally:
+            sys.path.remove(str(DOCS))
+        text = hooks.on_page_markdown(text, None, None, None)
+    text = FENCE.sub("", text)
+    found = set()
+    for heading in HEADING.findall(text):
+        plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+        found.add(slugify(plain, "-"))
+    return found
+
+
+def resolves(page: Path, target: str) -> str | None:
+    """Why the link ``target`` of ``page`` does not resolve (None: it does)."""
+    if re.match(r"[a-z]+:", target):  # http:, https:, mailto: (no network here)
+        return None
+    path, _, anchor = target.partition("#")
+    goal = (page.parent / path).resolve() if path else page
+    goal = GENERATED.get(goal, goal)
+    if not goal.exists():
+        return f"no file {path}"
+    if not anchor:
+        return None
+    if goal.name == "api.md" and anchor.startswith("pyspark_ick."):  # mkdocstrings' ids
+        module, _, name = anchor.rpartition(".")
+        while module:
+            try:
+                obj: Any = importlib.import_module(module)
+                break
+            except ImportError:
+                module, _, outer = module.rpartition(".")
+                name = f"{outer}.{name}"
+        for part in name.split("."):
+            if not hasattr(obj, part):
+                return f"{anchor}: no such object"
+            obj = getattr(obj, part)
+        return None
+    if goal.suffix == ".md" and anchor not in anchors(goal):
+        return f"{rel(goal)} has no anchor #{anchor}"
+    return None
+
+
+def broken_links(pages: list[Path]) -> list[str]:
+    broken = []
+    for page in pages:
+        text = FENCE.sub(lambda m: "\n" * m[0].count("\n"), page.read_text())
+        for match in LINK.finditer(text):
+            why = resolves(page, match[1])
+            if why:
+                line = text.count("\n", 0, match.start()) + 1
+                broken.append(f"{rel(page)}:{line}: ({match[1]}) {why}")
+    return broken
+
+
+def test_every_link_and_anchor_resolves() -> None:
+    assert broken_links(PAGES) == []
+
+
+def test_the_checks_catch_a_broken_anchor_a_stale_line_and_a_silent_skip(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Page\n\n## Runbook: dead letters\n\n[ok](#runbook-dead-letters) "
+        "[stale](#dead-letters) [gone](nowhere.md)\n"
+    )
+    assert [b.split(": ", 1)[1] for b in broken_links([page])] == [
+        "(#dead-letters) page.md has no anchor #dead-letters",
+        "(nowhere.md) no file nowhere.md",
+    ]
     with pytest.raises(SystemExit):
         build_parser().parse_args(shlex.split("dehydrator look|ttn|pull parked ...")[0:])
     assert SKIP.match("# docs-test: skip")["reason"] is None  # type: ignore[index]
     assert SKIP.match("# docs-test: skip (needs Redis Sentinel)")["reason"]  # type: ignore[index]
+    assert EXIT.search("pyspark-ick stats nosuch   # exit 3: no such Ick")[1] == "3"  # type: ignore[index]
