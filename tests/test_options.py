@@ -1,5 +1,5 @@
 """The options table: a misspelled or misplaced option is an error naming the right one, and
-README's option tables say what the table says."""
+the options reference shows a table for each use of it (docs/hooks.py generates them)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,16 @@ import pytest
 
 from pyspark_ick import IckConfigError, ShardedIck
 from pyspark_ick.option_table import (
-    CONNECTION_OPTIONS,
-    DH_READ,
     DH_STREAM,
     DH_WRITE,
     ICK_STREAM,
     ICK_WRITE,
     OPTIONS,
     USES,
-    taken_by,
 )
 from pyspark_ick.options import check_known
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "reference" / "options.md"
 
 
 @pytest.mark.parametrize(
@@ -104,41 +101,11 @@ def test_a_read_fails_at_load_not_after_start(spark, redis_url, fmt, option, val
             source.option(option, value).load()
 
 
-def _readme_tables() -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
-    """Option names of the first column of each table in README's Options section, by the
-    bold heading (or 'connection') above the table; and (heading, name) -> the default
-    column of rows that name one option."""
-    section = README.read_text().split("## Options", 1)[1].split("\n## ", 1)[0]
-    tables: dict[str, set[str]] = {}
-    defaults: dict[tuple[str, str], str] = {}
-    heading = "connection"
-    for line in section.splitlines():
-        if line.startswith("**"):
-            heading = line
-        elif line.startswith("| `"):
-            first, default = line.split("|")[1:3]
-            names = re.findall(r"`([^`]+)`", first)
-            tables.setdefault(heading, set()).update(names)
-            if len(names) == 1 and default.strip().startswith("`"):
-                defaults[heading, names[0]] = default.strip().strip("`")
-    return tables, defaults
-
-
-def test_readme_option_tables_match_the_options_table():
-    tables, defaults = _readme_tables()
-    assert tables.pop("connection") == set(CONNECTION_OPTIONS)
-    headings = {
-        ICK_WRITE: 'df.write.format("ick")',
-        ICK_STREAM: 'spark.readStream.format("ick")',
-        DH_WRITE: 'df.write.format("dehydrator")',
-        DH_STREAM: 'spark.readStream.format("dehydrator")',
-        DH_READ: 'spark.read.format("dehydrator")',
-    }
-    for use, heading in headings.items():
-        [(line, names)] = [(line, names) for line, names in tables.items() if heading in line]
-        assert names == set(taken_by(use)) - set(CONNECTION_OPTIONS), use
-        for option in OPTIONS:
-            if use in option.uses and (line, option.name) in defaults:
-                assert defaults[line, option.name] == option.shown, (use, option.name)
-    everything = set().union(*tables.values()) | set(CONNECTION_OPTIONS)
-    assert everything == {o.name for o in OPTIONS}
+def test_the_options_reference_shows_every_use_and_every_option_says_what_it_does():
+    """Each use has its generated table in docs/reference/options.md; an option without
+    a meaning would show an empty cell."""
+    markers = re.findall(r"^<!-- options: (.+?) -->$", REFERENCE.read_text(), re.M)
+    assert sorted(markers) == sorted(["connection", *USES])
+    for option in OPTIONS:
+        assert option.meaning[:1].isupper() or option.meaning[:1] == "`", option.name
+        assert not option.meaning.endswith("."), option.name  # the table adds no period

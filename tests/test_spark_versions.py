@@ -1,4 +1,4 @@
-"""The Spark matrix: the core of the suite on pyspark 4.0.x and 4.1.x (README "Tested
+"""The Spark matrix: the core of the suite on pyspark 4.0.x and 4.1.x (docs/sizing.md "Tested
 versions"), each in a venv of its own, against a real redis-server.
 
 The rest of the suite runs on the pyspark of this python (4.2+). .ci/spark-venvs.sh builds

