@@ -6,14 +6,15 @@
 #
 # 1. Install the connector into the Python that Spark runs, on EVERY node (driver and
 #    workers), e.g. in a venv at the same path everywhere:
+#        python3 -m pip wheel --no-deps -w dist .      # in a clone: the wheel, once
 #        python3 -m venv /opt/ick-venv
-#        /opt/ick-venv/bin/pip install "pyspark-ick[spark,fast]"
+#        /opt/ick-venv/bin/pip install "dist/pyspark_ick-0.2.0-py3-none-any.whl[spark,fast]"
 #    Spark finds format("ick") and format("dehydrator") by itself once the package is
 #    installed there (it imports installed top-level modules named pyspark_*).
 # 2. PYSPARK_PYTHON must be in the ENVIRONMENT of spark-submit (or in spark-env.sh of its
 #    conf dir): Spark looks the formats up, and picks the Python its executors run for them,
 #    from the driver JVM's PYSPARK_DRIVER_PYTHON / PYSPARK_PYTHON (else `python3` on PATH).
-#    --conf spark.pyspark.python alone is not enough for format("ick") (README "Deploying").
+#    --conf spark.pyspark.python alone is not enough for format("ick") (docs/deploying.md).
 # 3. Deploy mode: `client` (the default here) runs the driver where this script runs; a
 #    standalone master refuses `cluster` for Python applications. YARN and Kubernetes run
 #    Python in cluster mode (DEPLOY_MODE=cluster): the driver then runs on a cluster node,
