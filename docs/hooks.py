@@ -61,7 +61,7 @@ def values(option: Option) -> str:
     kinds = {
         "integer": "integer",
         "seconds": "seconds",
-        "duration": 'duration: `"500ms"`, `"30s"`, `"2m"`, `"1h"`',
+        "duration": "duration",
         "url": "URL",
         "name": "name",
         "cluster": "`auto` \\| `true` \\| `false`",
