@@ -97,6 +97,14 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return {}
 
 
+POSITIONALS = {  # the parser's positional arguments say no more than their metavar
+    "NAME": "the Ick's name (the dehydrator's, for `dehydrator` commands)",
+    "MEMBER": "a member",
+    "ID": "an element's id",
+    "ELEMENT": "the element",
+}
+
+
 def arguments_table(parser: argparse.ArgumentParser, shared: set[str]) -> str:
     """A command's own arguments (not the connection options every command takes)."""
     rows = []
@@ -109,7 +117,8 @@ def arguments_table(parser: argparse.ArgumentParser, shared: set[str]) -> str:
         if action.nargs in ("+", "*"):
             name += " ..." if action.nargs == "+" else " ... (optional)"
         required = action.required or not action.option_strings
-        rows.append(f"| {name} | {'yes' if required else ''} | {cell(action.help or '')} |")
+        meaning = action.help or POSITIONALS.get(str(action.metavar), "")
+        rows.append(f"| {name} | {'yes' if required else ''} | {cell(meaning)} |")
     if not rows:
         return ""
     return "\n".join(["| argument | required | meaning |", "| --- | --- | --- |", *rows])
@@ -127,6 +136,7 @@ def cli_reference() -> str:
             title = f"pyspark-ick {name} {leaf_name}" if leaves else f"pyspark-ick {name}"
             usage = leaf.format_usage().removeprefix("usage: ").strip()
             usage = re.sub(r"\s+", " ", usage)
-            out += [f"## `{title}`", "", f"{leaf.description}.", ""]
+            about = leaf.description or ""
+            out += [f"## `{title}`", "", f"{about[:1].upper()}{about[1:]}.", ""]
             out += ["```text", usage, "```", "", arguments_table(leaf, shared), ""]
     return "\n".join(out)
