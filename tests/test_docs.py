@@ -9,8 +9,9 @@ shared SparkSession, with the names the examples leave to the reader: ``spark``,
 ``ckpt`` and ``later_ckpt`` (checkpoint folders). A tutorial (``IN_ORDER``) runs its
 blocks top to bottom in one namespace, as its reader does. The docs name Redis
 ``redis://localhost:6379/0``: the test puts the throwaway server's URL in its place, in
-the block's text and as the formats' default ``redis.url``. Blocks run in a temporary
-folder (relative checkpoint paths land there). Stream queries a block starts are run until
+the block's text and as the formats' default ``redis.url``. A relative checkpoint path
+(``"checkpoints/..."``) goes under a temporary folder: Spark resolves it against the JVM's
+folder, which a test cannot change. Stream queries a block starts are run until
 idle, their errors raised, then stopped. A block that cannot run here starts with
 ``# docs-test: skip (the reason)``.
 
@@ -109,12 +110,9 @@ def pointed_at(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.fixture
-def names(
-    spark: Any, client: Any, pointed_at: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[dict[str, Any]]:
+def names(spark: Any, client: Any, pointed_at: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """The names the examples use, on a freshly seeded Redis; stream queries stopped after."""
     ShardedIck(client, "dirty_docs", 8).add({f"doc:{i}": float(i) for i in range(20)})
-    monkeypatch.chdir(tmp_path)
     delivered: list[int] = []
     yield {
         "spark": spark,
@@ -145,6 +143,7 @@ def test_every_python_block_runs(run: list[tuple[str, int, str]], request: Any) 
             names = dict(request.getfixturevalue("names"))
             ours = names["reindex"]
         code = code.replace(DEFAULT_URL, request.getfixturevalue("pointed_at"))
+        code = code.replace('"checkpoints/', f'"{request.getfixturevalue("tmp_path")}/checkpoints/')
         exec(compile(code, f"{page}:{line}", "exec"), names)
         for query in names["spark"].streams.active:
             query.processAllAvailable()  # raises the query's error, if any
