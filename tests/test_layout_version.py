@@ -105,6 +105,7 @@ def failed_then_committed_by_release_0_1(client: Any, name: str) -> ReservationL
     end = log.reserve(None, 0, fence).head
     assert log.fail(end, 1, {"m": "boom"})[0] == 1
     client.hset(log.keys.rlog, "committed", end)  # 0.1's commit: the log closed, ...
+    client.hdel(log.keys.rlog, f"size:{end}")
     client.delete(log.keys.reservation(end))  # ... the manifest gone, ...
     client.zrem(log.keys.cset, "m", "n")  # ... the members done
     log.lease.release(fence)
