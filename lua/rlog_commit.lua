@@ -15,7 +15,9 @@
 --   ARGV of every commit script: numbered_log.COMMIT_ARGV), ARGV[7] the retry policy
 --   (policy_of; its defaults when absent)
 -- A member leaves the cset unless another open reservation holds it (re-added while in
--- flight and reserved again: that is the re-delivery).
+-- flight and reserved again: that is the re-delivery). With no reservation left open,
+-- what the failed hash still holds is of reservations committed without it (by release
+-- 0.1, after a rollback): it goes.
 -- returns {committed, done, retried, dead}: the last committed number after the call;
 --   done is -1 (nothing done) when the log's committed number is not ARGV[5]
 local cset, rlog, lease, held = unpack(KEYS, 1, 4)
@@ -25,8 +27,12 @@ local known, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
 local policy = policy_of(ARGV[7])
 fence(lease, owner, token, ttl_ms)
 local committed = tonumber(redis.call('HGET', rlog, 'committed') or 0)
-through = math.min(through, tonumber(redis.call('HGET', rlog, 'reserved') or 0))
-if through <= committed then return {committed, 0, 0, 0} end
+local reserved = tonumber(redis.call('HGET', rlog, 'reserved') or 0)
+through = math.min(through, reserved)
+if through <= committed then
+  if committed == reserved then redis.call('UNLINK', failed) end
+  return {committed, 0, 0, 0}
+end
 if committed ~= known then return {committed, -1, 0, 0} end
 local any_held = redis.call('EXISTS', held) == 1
 local tracked = redis.call('EXISTS', fates[1], fates[2]) > 0
@@ -71,4 +77,5 @@ for k = 10, #KEYS do
   budget = budget - size
 end
 redis.call('HSET', rlog, 'committed', r)
+if r == reserved then redis.call('UNLINK', failed) end
 return {r, 1, counts.retry, counts.dead}

@@ -65,6 +65,7 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "ick_requeue": lambda: arg(5),  # cset members folded back; manifests: UNLINK
         "rlog_info": lambda: 0,
         "shardcount": lambda: 0,
+        "layout": lambda: 0,
         "ickstats": lambda: 0,
     }
     if script not in limits:

@@ -267,6 +267,35 @@ def test_backoff_grows_with_attempts_and_is_capped(client):
         assert full / 2 - 50 <= wait <= full + 50, (waits, nominal)
 
 
+@pytest.mark.parametrize("how", ["commit", "plain client"])
+def test_members_failed_at_once_are_retried_spread_over_their_jitter(client, how):
+    """Half of each backoff is random per member, so many members failed at once (a
+    downstream outage) come back spread over that half, not as one thundering herd."""
+    n, backoff = 400, 60_000
+    policy = RetryPolicy(max_attempts=5, backoff_ms=backoff, backoff_max_ms=backoff)
+    ick = Ick(client, "q")
+    ick.add({f"m{i}": float(i) for i in range(n)})
+    before = redis_ms(client)
+    if how == "commit":
+        log, fence = consumer(client, policy=policy)
+        end, rows = batch(log, fence, 0)
+        for r in {r for r, _, _ in rows.values()}:
+            log.fail(r, 1, {m: "down" for m, (r2, _, _) in rows.items() if r2 == r})
+        log.commit(end, fence)
+    else:
+        reserved = [m for m, _ in ick.reserve(n)]
+        assert ick.fail({m: "down" for m in reserved}, policy) == (n, 0)
+    after = redis_ms(client)
+    waits = sorted(due - before for _, due in client.zrange(ick.keys.retry, 0, -1, withscores=True))
+    assert len(waits) == n
+    assert backoff / 2 <= waits[0] and waits[-1] <= backoff + (after - before), waits[:3]
+    jitter = [(w - backoff / 2) / (backoff / 2) for w in waits]  # each in [0, 1]
+    quarters = [sum(q / 4 <= j < (q + 1) / 4 for j in jitter) for q in range(4)]
+    print(f"due times over the jitter half, by quarter: {quarters}")
+    assert min(quarters) >= n // 10, quarters  # 25% each expected; a herd fills one
+    assert len(set(waits)) >= n * 3 // 4  # hardly two members due in the same ms
+
+
 def test_no_bound_is_broken_by_many_failures(client):
     n = 3000
     ick = Ick(client, "q")

@@ -14,7 +14,7 @@ from typing import Any
 
 from support import Sink
 
-from pyspark_ick import Dehydrator, Ick, ShardedIck
+from pyspark_ick import Dehydrator, Ick, ShardedIck, layout
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import wait_until
@@ -64,6 +64,7 @@ def start(spark: Any, fmt: str, options: dict[str, str], sink: Sink, ckpt: Path)
 
 def test_what_release_0_1_0_left_keeps_working(spark, client, redis_url, tmp_path):
     dump = json.loads((STATE / "redis.json").read_text())
+    assert not any(key.endswith("/layout") for key in dump)  # 0.1.0 records no layout
     load(client, dump)
     expected = json.loads((STATE / "expected.json").read_text())
     assert expected["release"] == "0.1.0"
@@ -133,6 +134,11 @@ def test_what_release_0_1_0_left_keeps_working(spark, client, redis_url, tmp_pat
     replayed = sorted([r.id, r.element, str(r.shard)] for r in first.rows)
     assert replayed == sorted([row[0], row[1], row[3]] for row in expected["dehydrator_in_flight"])
     assert parked.size() == 40  # the ones due in an hour stay parked
+
+    # the first reader of this release recorded its layout; nothing blocks a rollback
+    for name, kind in (("docs", "ick"), ("parked", "dehydrator")):
+        assert layout.recorded(client, name, kind, name) == layout.LAYOUT == 2
+        assert layout.blockers(client, name, kind, 2, name) == []
 
     # the gem-style reservation: the plain client reserves and commits as before
     plain = Ick(client, "plain")

@@ -1,4 +1,5 @@
-"""Redis Cluster connections whose waits end at the deadline of the retried call.
+"""Redis Cluster connections whose waits end at the deadline of the retried call, and TLS
+connections whose handshake has a short deadline of its own.
 
 One attempt of redis-py's cluster client can outlast ``redis.retryTimeout`` by far: a call
 that times out refreshes the slots from every node in turn, each wait up to
@@ -6,6 +7,11 @@ that times out refreshes the slots from every node in turn, each wait up to
 partition) a call would fail nodes x ``redis.timeout`` after its deadline, or ride out an
 outage longer than ``redis.retryTimeout``. These connections cap each connect and each
 read by ``retry.time_left()``, so a retried call ends at its deadline.
+
+A plain Redis answers nothing to a TLS ClientHello: the handshake waited the whole
+``redis.timeout`` before connect() could tell that the port speaks plain Redis. The
+handshake ends after ``HANDSHAKE_TIMEOUT`` instead (a real TLS handshake takes a few round
+trips); one that times out is retried like any connect, unless the port answers plain.
 """
 
 from __future__ import annotations
@@ -57,12 +63,32 @@ class _Bounded:
         return super().read_response(*args, **kwargs)  # type: ignore[misc]
 
 
+HANDSHAKE_TIMEOUT = 2.0
+"""Seconds a TLS handshake may take (at most redis.timeout)."""
+
+
+class _ShortHandshake:
+    """What gives an SSL connection class the handshake deadline (mixed in before it)."""
+
+    def _wrap_socket_with_ssl(self, sock: socket.socket) -> Any:
+        given = sock.gettimeout()
+        sock.settimeout(min(given or math.inf, HANDSHAKE_TIMEOUT))
+        wrapped = super()._wrap_socket_with_ssl(sock)  # type: ignore[misc]
+        wrapped.settimeout(given)
+        return wrapped
+
+
+class HandshakeSSLConnection(_ShortHandshake, SSLConnection):
+    """A TLS connection whose handshake ends after HANDSHAKE_TIMEOUT."""
+
+
 class BoundedConnection(_Bounded, Connection):
     """A TCP connection whose waits end at the retried call's deadline."""
 
 
-class BoundedSSLConnection(_Bounded, SSLConnection):
-    """A TLS connection whose waits end at the retried call's deadline."""
+class BoundedSSLConnection(_Bounded, _ShortHandshake, SSLConnection):
+    """A TLS connection whose waits end at the retried call's deadline, and whose
+    handshake ends after HANDSHAKE_TIMEOUT."""
 
 
 def bounded(tls: bool) -> type[Connection]:

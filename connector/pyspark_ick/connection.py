@@ -19,10 +19,18 @@ from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from . import replication, retry
-from .bounded import bounded
+from .bounded import HandshakeSSLConnection, bounded
 from .clients import DEFAULT_RETRY_TIMEOUT, DEFAULT_WAIT_TIMEOUT, settings
 from .errors import IckConfigError
-from .redis_errors import connection_error, permanent, tls_hint, transient, unknown_service
+from .redis_errors import (
+    cluster_disabled,
+    cluster_mismatch,
+    connection_error,
+    permanent,
+    tls_hint,
+    transient,
+    unknown_service,
+)
 from .urls import (
     DEFAULT_URL,
     check_url,
@@ -138,8 +146,11 @@ def connect(
             return redis.RedisCluster.from_url(
                 seed, startup_nodes=others, connection_class=bounded(tls), **options
             )
-        client = redis.Redis.from_url(nodes[0], **options)
-        client.ping()
+        client = _node_client(nodes[0], options)
+        if mode == "no":
+            _check_not_cluster(client, url)
+        else:
+            client.ping()
         return client
 
     mismatched: list[Exception] = []
@@ -152,12 +163,37 @@ def connect(
     try:
         client = retry.call(attempt, retry_timeout, what=f"Redis at {where(url)}", final=mismatch)
     except (redis.RedisError, RedisClusterException) as exc:
+        if cluster_disabled(exc):
+            raise cluster_mismatch(url, forced=True) from None
         raise connection_error(exc, url, mismatch=bool(mismatched), waited=retry_timeout) from exc
+    except IckConfigError:
+        raise
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}") from None
     settings(client).retry_timeout = retry_timeout
     replication.configure(client, wait_replicas, wait_timeout)
     return client
+
+
+def _node_client(node: str, options: dict[str, Any]) -> redis.Redis:
+    """A client of one node (not a cluster); over TLS, its handshake has a short deadline."""
+    if node.startswith("rediss:"):
+        options = {"connection_class": HandshakeSSLConnection, **options}
+    return redis.Redis.from_url(node, **options)
+
+
+def _check_not_cluster(client: redis.Redis, url: str) -> None:
+    """With redis.cluster false: refuse a Redis Cluster node (every key of another node's
+    slots would answer MOVED), asking its INFO instead of a PING; a user whose ACL
+    forbids INFO gets the PING."""
+    try:
+        enabled = client.info("cluster").get("cluster_enabled")
+    except redis.exceptions.NoPermissionError:
+        client.ping()
+        return
+    if enabled:
+        client.close()
+        raise cluster_mismatch(url, forced=False)
 
 
 def _connect_sentinel(
@@ -221,7 +257,7 @@ def _detect(nodes: list[str], options: dict[str, Any]) -> str:
     """``"yes"`` when the first seed node that answers is a cluster node, else ``"no"``."""
     error: Exception | None = None
     for node in nodes:
-        probe = redis.Redis.from_url(node, **options)
+        probe = _node_client(node, options)
         try:
             return "yes" if probe.info("cluster").get("cluster_enabled") else "no"
         except redis.RedisError as exc:

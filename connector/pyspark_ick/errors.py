@@ -31,6 +31,11 @@ class ShardCountError(IckError):
     """The shard count given differs from the one recorded in Redis."""
 
 
+class LayoutError(IckError):
+    """Redis holds a newer layout than this release knows (a newer release wrote it), or a
+    rollback to an older layout would strand what that release cannot read."""
+
+
 class LeaseError(IckError):
     """Another consumer holds the lease of a shard, or this one lost it (fencing)."""
 

@@ -70,6 +70,12 @@ def shard_count_key(name: str, kind: str = "ick") -> str:
     return f"{name}/{kind}/shards"
 
 
+def layout_key(name: str, kind: str = "ick") -> str:
+    """The layout version that logical Ick or dehydrator ``name`` was written with
+    (layout.py; absent: release 0.1's layout 1)."""
+    return f"{name}/{kind}/layout"
+
+
 def reshard_key(name: str, kind: str = "ick") -> str:
     """The marker of a reshard of logical Ick ``name`` in progress: the target shard count,
     next to the recorded one until the reshard records it (reshard.py)."""

@@ -114,6 +114,18 @@ def refused(error: BaseException) -> bool:
     )
 
 
+NO_HELLO = "HELLO must be called with the client already authenticated"
+
+
+def asked_for_password(error: BaseException) -> bool:
+    """True when Redis wants a password and none was given (NOAUTH: to a command, or to
+    the HELLO that redis-py opens a connection with)."""
+    return any(
+        "NOAUTH" in str(e) or "Authentication required" in str(e) or NO_HELLO in str(e)
+        for e in chain(error)
+    )
+
+
 def sentinel_refused(error: BaseException) -> bool:
     """True when sentinels refused the credentials (``sentinel_username``,
     ``sentinel_password``): redis-py's MasterNotFoundError holds each sentinel's error as
@@ -133,8 +145,54 @@ def permanent(error: BaseException) -> bool:
     )
 
 
+NOT_A_CLUSTER = "Cluster mode is not enabled"
+"""redis-py's words when redis.cluster is true and the server has no cluster mode."""
+
+
+def cluster_disabled(error: BaseException) -> bool:
+    """True when a cluster client met a server without cluster mode: no retry helps."""
+    return any(NOT_A_CLUSTER in str(e) for e in chain(error))
+
+
+def cluster_mismatch(url: str, forced: bool) -> IckConfigError:
+    """The error for redis.cluster ``forced`` (true or false) against a server of the
+    other kind."""
+    if forced:
+        said = f"true, but Redis at {where(url)} has no cluster mode ({NOT_A_CLUSTER})"
+        fix = "false"
+    else:
+        said = f"false, but Redis at {where(url)} is a Redis Cluster node (cluster_enabled:1)"
+        fix = "true"
+    return IckConfigError(
+        f"redis.cluster is {said}: set redis.cluster to auto (it detects the mode) or {fix}"
+    )
+
+
+def no_permission(error: BaseException) -> bool:
+    """True when the ACL user may not run a command or touch a key (NOPERM; inside a
+    script Redis says "can't run this command")."""
+    return any(
+        isinstance(e, redis.exceptions.NoPermissionError)
+        or "NOPERM" in str(e)
+        or "can't run this command" in str(e)
+        for e in chain(error)
+    )
+
+
+def unknown_command(error: BaseException) -> bool:
+    """True when Redis does not know a command sent (a Redis older than 6.2, or a command
+    renamed or disabled with rename-command)."""
+    return any(
+        "unknown command" in str(e) or "Unknown Redis command" in str(e) for e in chain(error)
+    )
+
+
 def _never_retried(error: BaseException) -> bool:
-    return permanent(error) or isinstance(error, redis.exceptions.AuthorizationError)
+    return (
+        permanent(error)
+        or isinstance(error, redis.exceptions.AuthorizationError)
+        or cluster_disabled(error)
+    )
 
 
 def while_connecting(error: BaseException) -> bool:
@@ -235,6 +293,11 @@ def connection_error(
     if url and is_sentinel(url):
         return sentinel_connection_error(exc, url)
     target = f" at {where(url)}" if url else ""
+    if refused(exc) and asked_for_password(exc):
+        return IckConnectionError(
+            f"Redis{target} needs a password (NOAUTH): give redis.password (and "
+            "redis.username for an ACL user), or user:password@ in the URL"
+        )
     if refused(exc):
         return IckConnectionError(
             f"Redis{target} refused the username or password "
@@ -331,6 +394,17 @@ def translate(exc: Exception, what: str | None = None) -> IckError:
             return lease_refusal(message.split(" script: ")[0][6:], what or "a shard")
     # Redis 7 appends the script location to errors raised inside scripts
     message = message.split(" script: ")[0].strip()
+    if no_permission(exc):
+        return IckScriptError(
+            f"{what or 'Redis'}: the ACL user may not do this (Redis said: {message}): give "
+            "it the rules of docs/security.md (pyspark_ick.acl.acl_line)"
+        )
+    if unknown_command(exc):
+        return IckScriptError(
+            f"{what or 'Redis'}: Redis does not know a command the connector sends (Redis "
+            f"said: {message}): pyspark-ick needs Redis 6.2 or later (or Valkey 7.2 or "
+            "later), with none of its commands renamed or disabled (rename-command)"
+        )
     if isinstance(exc, redis.exceptions.OutOfMemoryError) or "OOM command not allowed" in message:
         said = (
             message[message.index("command not allowed") :]

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from functools import cached_property, partial
 from typing import Any, ClassVar
 
-from . import bounds, scripts
+from . import bounds, layout, scripts
 from .clients import Client, check_client
 from .errors import IckScriptError, ShardCountError
 from .keys import (
     check_name,
     check_shards,
+    layout_key,
     registry_key,
     reshard_key,
     shard_count_key,
@@ -77,9 +78,11 @@ def record_count(
     before_first: Callable[[], None] | None = None,
 ) -> bool:
     """Raise ShardCountError unless ``shards`` is the count recorded for ``name``; with
-    ``write``, record it when none is and add ``name`` to the registry. ``before_first``
-    checks the keys before a first record (producers outside Spark record nothing).
-    Returns whether a count is recorded now. Refused while a reshard of ``name`` runs."""
+    ``write``, record it when none is, raise the layout version to this release's and add
+    ``name`` to the registry. ``before_first`` checks the keys before a first record
+    (producers outside Spark record nothing). Returns whether a count is recorded now.
+    Refused while a reshard of ``name`` runs, and (LayoutError) when a newer release
+    wrote it."""
     check_not_resharding(client, name, kind, label)
     found = recorded(client, name, kind, label)
     if found is None:
@@ -92,6 +95,7 @@ def record_count(
         )
     if found != shards:
         raise mismatch(kind, name, found, str(shards))
+    layout.check(client, name, kind, label, write=write)
     if write:
         register(client, name, kind, label)
     return True
@@ -99,10 +103,13 @@ def record_count(
 
 def shards_to_use(client: Client, name: str, given: int | None, kind: str = "ick") -> int:
     """``given``, else the shard count recorded in Redis, else 1 (what an operator's tool
-    uses); raises ShardCountError when ``given`` is not the recorded count."""
-    found = recorded(client, name, kind, f"{KINDS[kind]} {name!r}")
+    uses); raises ShardCountError when ``given`` is not the recorded count, LayoutError
+    when a newer release wrote ``name``."""
+    label = f"{KINDS[kind]} {name!r}"
+    found = recorded(client, name, kind, label)
     if given is not None and found is not None and given != found:
         raise mismatch(kind, name, found, f"--shards {given}")
+    layout.check(client, name, kind, label, write=False)
     return check_shards(given or found or 1)
 
 
@@ -126,12 +133,13 @@ def register(client: Client, name: str, kind: str, label: str) -> None:
 
 
 def forget(client: Client, name: str, kind: str, label: str) -> int:
-    """Remove ``name`` from the registry and its recorded shard count (its Ick or
-    dehydrator is deleted); returns how many keys went (0 or 1)."""
+    """Remove ``name`` from the registry, its recorded shard count and its layout version
+    (its Ick or dehydrator is deleted); returns how many shard-count keys went (0 or 1)."""
     try:
         scripts.command(client, partial(client.srem, registry_key(kind), name), what=label)
     except IckScriptError as exc:
         logger.warning("%s: not removed from %s: %s", label, registry_key(kind), exc)
+    scripts.run(client, "delete_keys", [layout_key(name, kind)], what=label)
     return int(scripts.run(client, "delete_keys", [shard_count_key(name, kind)], what=label))
 
 

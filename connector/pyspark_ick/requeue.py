@@ -39,7 +39,7 @@ def requeue(
         now, back, left = scripts.run(
             client,
             "ick_requeue",
-            [*keys.base, keys.rlog, keys.held, keys.lease, *manifests],
+            [*keys.base, keys.rlog, keys.held, keys.lease, keys.failed, *manifests],
             [*fence_args(fence), committed, bounds.MOVES_PER_CALL],
             what=label,
         )

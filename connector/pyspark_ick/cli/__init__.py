@@ -6,6 +6,7 @@
     pyspark-ick del NAME [--shards N] [--yes] [--force]
     pyspark-ick reshard NAME --to N [--shards S] [--yes]
     pyspark-ick release NAME [--shards N]
+    pyspark-ick layout NAME [--dehydrator] [--rollback-to V] [--json]
     pyspark-ick metrics --port PORT [--bind ADDRESS]
     pyspark-ick dead list|count|redrive|purge NAME ...
     pyspark-ick dehydrator stats|peek|look|ttn|push|pull|release NAME ...

@@ -30,6 +30,7 @@ from .ick_commands import (
     cmd_reshard,
     cmd_stats,
 )
+from .layout_commands import add_layout_command
 
 
 def name_arg(value: str) -> str:
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_release,
         "hand a dead query's reservations back to the queue and drop its leases",
     )
+    add_layout_command(command, commands)
 
     def group(name: str, help: str, description: str) -> Any:
         """A command of commands (``dead list``, ``dehydrator look``)."""
