@@ -70,6 +70,21 @@ def test_a_commit_leaves_no_manifest_and_no_size_behind(client, kind):
     assert not any(f.startswith("size:") for f in fields), fields
 
 
+@pytest.mark.parametrize("kind", LOGS)
+def test_commits_count_the_items_they_close_in_all(client, kind):
+    """The log's ``done`` field counts the items its commits closed (operators' throughput:
+    the exporter's committed_total, the console's plot); a commit repeated adds nothing."""
+    log = LOGS[kind](client, 2 * PER_CALL + 7)
+    fence = log.lease.acquire("me", TTL)
+    head = log.reserve(None, 0, fence).head
+    log.commit(1, fence)
+    assert int(client.hget(log.log_key, "done")) == PER_CALL
+    log.commit(1, fence)
+    log.commit(head, fence)
+    log.commit(head, fence)
+    assert int(client.hget(log.log_key, "done")) == 2 * PER_CALL + 7
+
+
 def ick_reader(url: str) -> IckStreamReader:
     return IckStreamReader(ReaderOptions.parse({"redis.url": url, "ick": "q"}))
 

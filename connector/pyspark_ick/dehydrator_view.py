@@ -24,7 +24,9 @@ def shard_keys(name: str, shards: int) -> list[DehydratorKeys]:
 
 def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
     """Per shard: elements parked, due now (not claimed yet), ms to the next due time (-1:
-    none parked), open claims and the elements they hold, the lease; and totals."""
+    none parked), ms since the first due time (``overdue_ms``, 0: none due), open claims
+    and the elements they hold, the lease, elements committed in all (``done``); and
+    totals."""
     rows: list[dict[str, Any]] = []
     for i, keys in enumerate(shard_keys(name, shards)):
         reply = scripts.run(
@@ -34,7 +36,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
             [""],
             what=f"dehydrator {name!r} shard {i}",
         )
-        parked, due, next_ms, claimed, committed, claimed_elements, owner, expires = reply
+        parked, due, next_ms, claimed, committed, claimed_elements, owner, expires = reply[:8]
         rows.append(
             {
                 "shard": i,
@@ -46,17 +48,24 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "claimed": int(claimed_elements),
                 "lease_owner": text(owner) or None,
                 "lease_expires_in_ms": None if int(expires) < 0 else int(expires),
+                "done": int(reply[8]),
+                "overdue_ms": int(reply[9]),
             }
         )
     waits = [r["next_due_ms"] for r in rows if r["next_due_ms"] >= 0]
     totals = {
-        field: sum(r[field] for r in rows) for field in ("parked", "due", "open_claims", "claimed")
+        field: sum(r[field] for r in rows)
+        for field in ("parked", "due", "open_claims", "claimed", "done")
     }
     return {
         "name": name,
         "shards": shards,
         "rows": rows,
-        "totals": {**totals, "next_due_ms": min(waits) if waits else -1},
+        "totals": {
+            **totals,
+            "next_due_ms": min(waits) if waits else -1,
+            "overdue_ms": max(r["overdue_ms"] for r in rows),
+        },
     }
 
 
