@@ -167,6 +167,7 @@ def test_describe_for_operators(client):
         "open_members": 0,
         "lease_owner": None,
         "lease_expires_in_ms": None,
+        "lease_idle_ms": None,
         "done": 0,
     }
     Ick(client, "d").add({"a": 1, "b": 2, "c": 3})

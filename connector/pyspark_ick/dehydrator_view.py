@@ -25,8 +25,8 @@ def shard_keys(name: str, shards: int) -> list[DehydratorKeys]:
 def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
     """Per shard: elements parked, due now (not claimed yet), ms to the next due time (-1:
     none parked), ms since the first due time (``overdue_ms``, 0: none due), open claims
-    and the elements they hold, the lease, elements committed in all (``done``); and
-    totals."""
+    and the elements they hold, the lease and its heartbeat's age, elements committed in
+    all (``done``); and totals."""
     rows: list[dict[str, Any]] = []
     for i, keys in enumerate(shard_keys(name, shards)):
         reply = scripts.run(
@@ -48,6 +48,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "claimed": int(claimed_elements),
                 "lease_owner": text(owner) or None,
                 "lease_expires_in_ms": None if int(expires) < 0 else int(expires),
+                "lease_idle_ms": None if int(expires) < 0 else int(reply[10]),
                 "done": int(reply[8]),
                 "overdue_ms": int(reply[9]),
             }

@@ -50,6 +50,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "open_reservations": res.get("open_reservations"),
                 "lease_owner": res.get("lease_owner"),
                 "lease_expires_in_ms": res.get("lease_expires_in_ms"),
+                "lease_idle_ms": res["lease_idle_ms"],
                 "done": res["done"],
             }
         )
