@@ -115,3 +115,23 @@ def test_a_replay_reads_the_logged_range_not_what_came_after(client, redis_url, 
 def test_the_manifest_keys_are_the_logs_own(client):
     assert ReservationLog(client, "q").manifest(3) == IckKeys("q").reservation(3)
     assert ClaimLog(client, DehydratorKeys("d")).manifest(3) == DehydratorKeys("d").claim(3)
+
+
+@pytest.mark.parametrize("kind", LOGS)
+def test_operators_see_the_open_manifests_first_few_only(client, kind):
+    """What the console's Ick and dehydrator pages show of the reservations or claims in
+    flight: number, size, deliveries, first score or due time; a bounded few of them."""
+    log = LOGS[kind](client, 3 * PER_CALL + 5)
+    fence = log.lease.acquire("me", TTL)
+    assert log.in_flight(2) == (0, [])
+    head = log.reserve(None, 0, fence).head
+    log.read_numbered(0, 1, token="run-1")
+    log.commit(1, fence)
+    count, shown = log.in_flight(2)
+    assert (count, [m.number for m in shown]) == (head - 1, [2, 3])
+    assert [(m.size, m.deliveries) for m in shown] == [(PER_CALL, 0), (PER_CALL, 0)]
+    log.read_numbered(1, 2, token="run-1")
+    first = shown[0].first
+    assert log.in_flight(1)[1] == [(2, PER_CALL, 1, first)]
+    width = 2 if isinstance(log, ReservationLog) else 3
+    assert first == float(client.lrange(log.manifest(2), 0, width - 1)[1])

@@ -12,6 +12,7 @@ from . import bounds, scripts
 from .clients import Client
 from .keys import DehydratorKeys, shard_names
 from .numbered_log import deliveries
+from .observe import server_time
 from .values import as_bytes, text
 
 Element = tuple[bytes, int, bytes]
@@ -96,6 +97,33 @@ def peek(client: Client, name: str, shards: int, n: int) -> list[tuple[str, int,
             if len(flat) < 3 * step:
                 break
     return sorted(found, key=lambda row: (row[1], row[0]))[:n]
+
+
+def due_histogram(client: Client, name: str, shards: int, buckets: int = 12) -> dict[str, Any]:
+    """When the parked elements are due: ``counts[0]`` are due now, ``counts[k]`` for k >=
+    1 are due in ``(edges[k - 1], edges[k]]`` (ms since the epoch; ``edges[0]`` is now),
+    ``buckets`` equal spans up to the last due time. ZCOUNTs only (each O(log n)): one
+    call per shard for the last due time, one per shard and bucket."""
+    every = shard_keys(name, shards)
+    label = f"dehydrator {name!r}"
+    now = int(server_time(client) * 1000)
+    last = now
+    for keys in every:
+        tail = scripts.command(
+            client, partial(client.zrange, keys.due, -1, -1, withscores=True), what=label
+        )
+        if tail:
+            last = max(last, int(tail[0][1]))
+    span = max(1, -(-(last - now) // buckets))
+    edges = [now + k * span for k in range(buckets + 1)]
+    ranges = [("-inf", now)] + [(f"({edges[k - 1]}", edges[k]) for k in range(1, buckets + 1)]
+    counts = [0] * len(ranges)
+    for keys in every:
+        for k, (low, high) in enumerate(ranges):
+            counts[k] += int(
+                scripts.command(client, partial(client.zcount, keys.due, low, high), what=label)
+            )
+    return {"now_ms": now, "edges": edges, "counts": counts}
 
 
 def parked(client: Client, keys: DehydratorKeys, label: str) -> list[Element]:
