@@ -94,9 +94,11 @@ def create_app(
     allow_actions: bool,
     where: str,
     scrub: Callable[[str], str],
+    passwords: list[str],
 ) -> Flask:
     """The console for ``client``; ``where`` names the Redis (no credentials), ``scrub``
-    takes any password out of an error's text."""
+    takes any password out of an error's text, and no page holds one of ``passwords`` or
+    a credentialed URL (guard.without_secrets)."""
     app = Flask(__name__)
     app.config.update(
         SECRET_KEY=os.urandom(32),
@@ -121,6 +123,8 @@ def create_app(
     @app.after_request
     def headers(response: Any) -> Any:
         response.headers.update(HEADERS)
+        if response.mimetype == "text/html" and not response.direct_passthrough:
+            response.set_data(guard.without_secrets(response.get_data(as_text=True), passwords))
         return response
 
     @app.errorhandler(pages.Missing)

@@ -14,7 +14,7 @@ from typing import Any
 from ..clients import Client
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError, IckError
-from ..urls import redact, scrub, where
+from ..urls import redact, scrub, secrets, where
 from .guard import TOKEN_ENV, load_token
 
 logger = logging.getLogger("pyspark_ick.web")
@@ -31,7 +31,9 @@ def sample_seconds(value: str) -> float:
 
 
 def web_options(sub: argparse.ArgumentParser) -> None:
-    """The options of ``pyspark-ick web``."""
+    """The options of ``pyspark-ick web`` (no abbreviations: ``--token`` must not pass
+    for ``--token-file``, and no option takes the token itself)."""
+    sub.allow_abbrev = False
     sub.add_argument("--port", type=int, default=8642, help="HTTP port (default 8642)")
     sub.add_argument(
         "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1 only)"
@@ -95,6 +97,7 @@ def cmd_web(client: Client, args: argparse.Namespace) -> int:
         allow_actions=args.allow_actions,
         where=where(url),
         scrub=lambda text: scrub(text, url),
+        passwords=secrets(url),
     )
     server: Any = create_server(app, host=args.bind, port=args.port, threads=4)
     sampler.start()

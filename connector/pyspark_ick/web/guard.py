@@ -6,11 +6,17 @@ from __future__ import annotations
 
 import hmac
 import os
+import re
 import secrets
+from collections.abc import Iterable
+from html import escape
 from pathlib import Path
 from typing import Any
 
 from ..errors import IckConfigError
+
+CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s/:@\"'<>]*:)[^\s/@\"'<>]+@")
+"""The password of a credentialed URL (``scheme://user:password@``) in any text."""
 
 TOKEN_ENV = "PYSPARK_ICK_WEB_TOKEN"
 MIN_TOKEN = 16  # characters: a token short enough to guess is refused at start
@@ -22,9 +28,9 @@ def load_token(token_file: str | None) -> str | None:
     if token_file:
         try:
             token = Path(token_file).read_text().strip()
-        except OSError as exc:
-            raise IckConfigError(f"--token-file {token_file}: {exc.strerror}") from None
-        source = f"--token-file {token_file}"
+        except OSError as exc:  # the path is not repeated: it might be the token itself
+            raise IckConfigError(f"--token-file: cannot read that file ({exc.strerror})") from None
+        source = "--token-file"
     else:
         token = os.environ.get(TOKEN_ENV, "").strip()
         source = f"${TOKEN_ENV}"
@@ -67,3 +73,11 @@ def refusal(
     if sign_in and not session.get("signed_in"):
         return "sign in with the action token first"
     return None
+
+
+def without_secrets(page: str, passwords: Iterable[str]) -> str:
+    """``page`` (HTML) with ``passwords`` (as written and HTML-escaped) and the password
+    of any credentialed URL replaced by ``***``: an error a sink recorded may hold one."""
+    for value in passwords:
+        page = page.replace(value, "***").replace(escape(value), "***")
+    return CREDENTIALS.sub(r"\1***@", page)
