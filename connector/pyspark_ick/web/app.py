@@ -43,7 +43,7 @@ HEADERS = {
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer makes Chromium send "Origin: null"
     "Cache-Control": "no-store",
 }
 
