@@ -23,6 +23,11 @@ from .retries import AttemptRecord
 from .sharded import ShardedIck
 from .values import as_bytes, text
 
+PER_CALL = bounds.ITEMS_PER_CALL // 4
+"""Dead letters one re-drive or purge call handles: each reads its record (up to a 1,000
+byte error), writes the pset and deletes from two keys; 1,000 a call took 5-8 ms on a
+loaded machine (bench/bench_console.py), 250 stay within the few ms of docs/design.md §9."""
+
 
 @dataclass(frozen=True)
 class Cursor:
@@ -173,6 +178,8 @@ class DeadLetters:
             if looked >= budget:
                 return Scan(found, looked, Cursor(shard, index))
             want = min(budget - looked, bounds.ITEMS_PER_CALL)
+            if not error and not member:  # every letter matches: read what is shown
+                want = min(want, limit - len(found))
             size, page = self.page(shard, index, want)
             for k, letter in enumerate(page):
                 if letter is not None and matches(letter, error, member):
@@ -208,7 +215,10 @@ class DeadLetters:
                     for letter in page
                     if letter is not None and matches(letter, error, member)
                 ]
-                gone = self._call(i, mode, chosen) if chosen else 0
+                gone = sum(
+                    self._call(i, mode, chosen[k : k + PER_CALL])
+                    for k in range(0, len(chosen), PER_CALL)
+                )
                 done, looked, index = done + gone, looked + size, index + size - gone
                 if size < step:
                     break
@@ -225,7 +235,7 @@ class DeadLetters:
 
     def _apply(self, mode: str, members: Iterable[Any] | None) -> int:
         done = 0
-        step = bounds.ITEMS_PER_CALL
+        step = PER_CALL
         if members is None:
             for i in range(self.sharded.shards):
                 while n := self._call(i, mode, []):
@@ -246,7 +256,7 @@ class DeadLetters:
                 self.client,
                 "dead_letters",
                 [*keys.base, keys.dead, keys.deadinfo],
-                [mode, bounds.ITEMS_PER_CALL, *members],
+                [mode, PER_CALL, *members],
                 what=self.sharded.label,
             )
         )
