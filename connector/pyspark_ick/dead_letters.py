@@ -29,6 +29,11 @@ byte error), writes the pset and deletes from two keys; 1,000 a call took 5-8 ms
 loaded machine (bench/bench_console.py), 250 stay within the few ms of docs/design.md §9."""
 
 
+SCAN_PAGE = bounds.ITEMS_PER_CALL // 2
+"""Dead letters one page of a scan reads (a ZRANGE and an HMGET of their records, each
+record up to a 1,000 byte error)."""
+
+
 @dataclass(frozen=True)
 class Cursor:
     """Where a scan of the dead letters goes on: ``index`` in shard ``shard``'s dead set
@@ -165,7 +170,7 @@ class DeadLetters:
         error: str = "",
         member: str = "",
         limit: int = 50,
-        budget: int = 5 * bounds.ITEMS_PER_CALL,
+        budget: int = 2 * bounds.ITEMS_PER_CALL,
     ) -> Scan:
         """The dead letters from ``cursor`` on whose error and member hold ``error`` and
         ``member`` (``matches``): at most ``limit`` of them, looking at no more than
@@ -177,7 +182,7 @@ class DeadLetters:
         while shard < self.sharded.shards:
             if looked >= budget:
                 return Scan(found, looked, Cursor(shard, index))
-            want = min(budget - looked, bounds.ITEMS_PER_CALL)
+            want = min(budget - looked, SCAN_PAGE)
             if not error and not member:  # every letter matches: read what is shown
                 want = min(want, limit - len(found))
             size, page = self.page(shard, index, want)
@@ -206,7 +211,7 @@ class DeadLetters:
             while True:
                 if most is not None and looked >= most:
                     return Applied(done, looked, False)
-                step = bounds.ITEMS_PER_CALL
+                step = SCAN_PAGE
                 if most is not None:
                     step = min(most - looked, step)
                 size, page = self.page(i, index, step)

@@ -22,7 +22,7 @@ NAMES_PER_PAGE = 50  # Icks (and dehydrators) on one overview page
 HEAD = 20  # members of the queue's head, elements due first
 IN_FLIGHT = 10  # reservations or claims shown per shard
 LETTERS_PER_PAGE = 50  # dead letters shown per page
-LOOK_PER_PAGE = 5000  # dead letters a filtered page looks at, at most
+LOOK_PER_PAGE = 2000  # dead letters a filtered page looks at, at most
 
 
 class Missing(Exception):
