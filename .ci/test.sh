@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v java >/dev/null || need_apt+=(openjdk-17-jre-headless)
+# the console's browser tests (Chromium and its driver) and promtool for the alert rules
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v chromedriver >/dev/null || need_apt+=(chromium-driver)
+command -v promtool >/dev/null || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
 fi

@@ -6,6 +6,8 @@
 --   ARGV[5] the last committed number the caller knows, ARGV[6] items per call (the ARGV
 --   of every commit script, numbered_log.COMMIT_ARGV; unused: deleting a claim is one
 --   UNLINK whatever its size)
+-- Adds the elements of the claims it deletes to the log's `done` field (a counter for
+-- operators: throughput).
 -- returns {committed, done}: the last committed number after the call (never above the
 --   last claim); done is -1 (nothing done) when the log's committed number is not ARGV[5]
 local clog, lease = KEYS[1], KEYS[2]
@@ -16,11 +18,13 @@ local committed = tonumber(redis.call('HGET', clog, 'committed') or 0)
 through = math.min(through, tonumber(redis.call('HGET', clog, 'claimed') or 0))
 if through <= committed then return {committed, 0} end
 if committed ~= known then return {committed, -1} end
-local n = committed
+local n, closed = committed, 0
 for k = 3, math.min(#KEYS, 2 + through - committed) do
   n = n + 1
+  closed = closed + tonumber(redis.call('HGET', clog, 'size:' .. n) or 0)
   redis.call('UNLINK', KEYS[k])
   redis.call('HDEL', clog, 'size:' .. n, 'dlv:' .. n)
 end
 redis.call('HSET', clog, 'committed', n)
+redis.call('HINCRBY', clog, 'done', closed)
 return {n, 1}

@@ -18,6 +18,8 @@
 -- flight and reserved again: that is the re-delivery). With no reservation left open,
 -- what the failed hash still holds is of reservations committed without it (by release
 -- 0.1, after a rollback): it goes.
+-- Each call adds the members it closed to the log's `done` field (a counter for
+-- operators: throughput).
 -- returns {committed, done, retried, dead}: the last committed number after the call;
 --   done is -1 (nothing done) when the log's committed number is not ARGV[5]
 local cset, rlog, lease, held = unpack(KEYS, 1, 4)
@@ -38,7 +40,7 @@ local any_held = redis.call('EXISTS', held) == 1
 local tracked = redis.call('EXISTS', fates[1], fates[2]) > 0
 local handed_back = redis.call('EXISTS', failed) == 1
 local counts = {retry = 0, dead = 0}
-local r = committed
+local r, closed = committed, 0
 for k = 10, #KEYS do
   local size = tonumber(redis.call('HGET', rlog, 'size:' .. (r + 1)) or 0)
   if r >= through or (k > 10 and size > budget) then break end
@@ -74,8 +76,9 @@ for k = 10, #KEYS do
   zrem_all(cset, gone, 1, #gone)
   redis.call('UNLINK', KEYS[k])
   redis.call('HDEL', rlog, 'size:' .. r, 'dlv:' .. r, 'att:' .. r)
-  budget = budget - size
+  budget, closed = budget - size, closed + #flat / 2
 end
 redis.call('HSET', rlog, 'committed', r)
+redis.call('HINCRBY', rlog, 'done', closed)
 if r == reserved then redis.call('UNLINK', failed) end
 return {r, 1, counts.retry, counts.dead}

@@ -67,12 +67,14 @@ def test_dehydrator_stats_peek_and_release(redis_url, client):
     d.push("due", "now", 0)
     d.push("later", "in an hour", 3_600_000)
     report = as_json(cli("dehydrator", "stats", "parked", "--json", url=redis_url))
-    assert report["totals"] | {"next_due_ms": 0} == {
+    assert report["totals"] | {"next_due_ms": 0, "overdue_ms": 0} == {
         "parked": 2,
         "due": 1,
         "next_due_ms": 0,
+        "overdue_ms": 0,  # how long "due" has waited: a few ms
         "open_claims": 0,
         "claimed": 0,
+        "done": 0,
     }
     assert [r["parked"] for r in report["rows"]] == [
         sum(shard_of(i, 2) == s for i in ("due", "later")) for s in range(2)

@@ -324,3 +324,18 @@ def test_dh_push_refuses_an_argument_that_is_not_whole_rows(client, arg):
     with pytest.raises(IckError, match=r"malformed.*not a msgpack array|time must be a number"):
         scripts.run(client, "dh_push", keys.store, ["keep", "", "delay", arg])
     assert client.exists(*keys.store) == 0
+
+
+def test_a_histogram_of_due_times_counts_every_parked_element_once(client):
+    from pyspark_ick.dehydrator_view import due_histogram
+
+    d = Dehydrator(client, "hist", 3)
+    assert due_histogram(client, "hist", 3)["counts"] == [0] * 13
+    d.park([f"now{i}" for i in range(5)], ["x"] * 5, [0] * 5)
+    d.park([f"soon{i}" for i in range(7)], ["x"] * 7, [60_000] * 7)
+    d.park([f"late{i}" for i in range(4)], ["x"] * 4, [3_600_000] * 4)
+    report = due_histogram(client, "hist", 3, buckets=6)
+    counts, edges = report["counts"], report["edges"]
+    assert len(counts) == 7 and len(edges) == 7 and sum(counts) == 16
+    assert counts[0] == 5 and counts[1] == 7 and counts[-1] == 4
+    assert edges[0] == report["now_ms"] and edges[-1] >= report["now_ms"] + 3_599_000

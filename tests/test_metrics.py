@@ -76,3 +76,40 @@ def test_the_exporter_reads_the_registry_not_the_keyspace(client):
     assert not any('ick="gone"' in name for name in m)  # deleted: left the registry
     assert m['pyspark_ick_dehydrator_parked{dehydrator="later",shard="0"}'] == 1
     assert "cmdstat_scan" not in client.info("commandstats")  # no keyspace scan
+
+
+def test_what_the_alerts_read_throughput_heartbeats_and_overdue_elements(client):
+    """The gauges and counters conf/prometheus/pyspark-ick-alerts.yml needs: members and
+    elements committed, the lease's heartbeat age, how long a due element has waited."""
+    ShardedIck(client, "docs", 1).add({f"doc:{i}": float(i) for i in range(5)})
+    log = ReservationLog(client, "docs")
+    fence = log.lease.acquire("indexer", 60_000)
+    log.commit(log.reserve(3, 0, fence).head, fence)
+    parked = Dehydrator(client, "parked", 1)
+    parked.park(["a", "b", "c", "d"], ["w", "x", "y", "z"], [0, 0, 0, 3_600_000])
+    claims = parked.claim_log(0)
+    claim_fence = claims.lease.acquire("rehydrator", 60_000)
+    claims.commit(claims.reserve(1, 0, claim_fence).head, claim_fence)
+    claims.reserve(1, 1, claim_fence)  # one claimed, not committed
+
+    def overdue() -> dict[str, float] | None:
+        m = served(client)
+        key = 'pyspark_ick_dehydrator_overdue_seconds{dehydrator="parked",shard="0"}'
+        return m if m[key] >= 0.3 else None
+
+    m = wait_until(overdue, timeout=30, what="an element due for 0.3 s")
+    ick, dh = '{ick="docs",shard="0"}', '{dehydrator="parked",shard="0"}'
+    assert m[f"pyspark_ick_committed_total{ick}"] == 3
+    assert 0 <= m[f"pyspark_ick_lease_heartbeat_age_seconds{ick}"] < 30
+    assert m[f"pyspark_ick_dehydrator_committed_total{dh}"] == 1
+    assert m[f"pyspark_ick_dehydrator_claimed{dh}"] == 1
+    assert m[f"pyspark_ick_dehydrator_lease_held{dh}"] == 1
+    assert 0 <= m[f"pyspark_ick_dehydrator_lease_heartbeat_age_seconds{dh}"] < 30
+    log.lease.release(fence)
+    claims.lease.release(claim_fence)
+    m = served(client)
+    assert m[f"pyspark_ick_lease_held{ick}"] == 0
+    assert f"pyspark_ick_lease_heartbeat_age_seconds{ick}" not in m  # no holder, no age
+    assert m[f"pyspark_ick_dehydrator_lease_held{dh}"] == 0
+    Dehydrator(client, "parked", 1).pull("c")  # nothing due any more
+    assert served(client)[f"pyspark_ick_dehydrator_overdue_seconds{dh}"] == 0

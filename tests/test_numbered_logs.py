@@ -70,6 +70,21 @@ def test_a_commit_leaves_no_manifest_and_no_size_behind(client, kind):
     assert not any(f.startswith("size:") for f in fields), fields
 
 
+@pytest.mark.parametrize("kind", LOGS)
+def test_commits_count_the_items_they_close_in_all(client, kind):
+    """The log's ``done`` field counts the items its commits closed (operators' throughput:
+    the exporter's committed_total, the console's plot); a commit repeated adds nothing."""
+    log = LOGS[kind](client, 2 * PER_CALL + 7)
+    fence = log.lease.acquire("me", TTL)
+    head = log.reserve(None, 0, fence).head
+    log.commit(1, fence)
+    assert int(client.hget(log.log_key, "done")) == PER_CALL
+    log.commit(1, fence)
+    log.commit(head, fence)
+    log.commit(head, fence)
+    assert int(client.hget(log.log_key, "done")) == 2 * PER_CALL + 7
+
+
 def ick_reader(url: str) -> IckStreamReader:
     return IckStreamReader(ReaderOptions.parse({"redis.url": url, "ick": "q"}))
 
@@ -100,3 +115,23 @@ def test_a_replay_reads_the_logged_range_not_what_came_after(client, redis_url, 
 def test_the_manifest_keys_are_the_logs_own(client):
     assert ReservationLog(client, "q").manifest(3) == IckKeys("q").reservation(3)
     assert ClaimLog(client, DehydratorKeys("d")).manifest(3) == DehydratorKeys("d").claim(3)
+
+
+@pytest.mark.parametrize("kind", LOGS)
+def test_operators_see_the_open_manifests_first_few_only(client, kind):
+    """What the console's Ick and dehydrator pages show of the reservations or claims in
+    flight: number, size, deliveries, first score or due time; a bounded few of them."""
+    log = LOGS[kind](client, 3 * PER_CALL + 5)
+    fence = log.lease.acquire("me", TTL)
+    assert log.in_flight(2) == (0, [])
+    head = log.reserve(None, 0, fence).head
+    log.read_numbered(0, 1, token="run-1")
+    log.commit(1, fence)
+    count, shown = log.in_flight(2)
+    assert (count, [m.number for m in shown]) == (head - 1, [2, 3])
+    assert [(m.size, m.deliveries) for m in shown] == [(PER_CALL, 0), (PER_CALL, 0)]
+    log.read_numbered(1, 2, token="run-1")
+    first = shown[0].first
+    assert log.in_flight(1)[1] == [(2, PER_CALL, 1, first)]
+    width = 2 if isinstance(log, ReservationLog) else 3
+    assert first == float(client.lrange(log.manifest(2), 0, width - 1)[1])

@@ -151,6 +151,8 @@ def test_lease_takeover_after_expiry_and_fencing(redis_url, client):
         "open_members": 0,
         "lease_owner": None,
         "lease_expires_in_ms": None,
+        "lease_idle_ms": None,
+        "done": 2,
     }
 
 

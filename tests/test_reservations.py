@@ -167,6 +167,8 @@ def test_describe_for_operators(client):
         "open_members": 0,
         "lease_owner": None,
         "lease_expires_in_ms": None,
+        "lease_idle_ms": None,
+        "done": 0,
     }
     Ick(client, "d").add({"a": 1, "b": 2, "c": 3})
     log = ReservationLog(client, "d")
@@ -177,6 +179,10 @@ def test_describe_for_operators(client):
     assert info["open_reservations"] == 2 and info["open_members"] == 3
     assert info["lease_owner"] == "indexer"
     assert 9_000 < info["lease_expires_in_ms"] <= 10_000
+    log.commit(1, token)
+    assert describe(client, "d")["done"] == 2  # members the commits closed, in all
+    log.commit(2, token)
+    assert describe(client, "d")["done"] == 3
     log.lease.release(token)
     assert describe(client, "d")["lease_owner"] is None
 

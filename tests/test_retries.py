@@ -14,7 +14,7 @@ import pytest
 from support import cli_command, served
 
 from pyspark_ick import Ick, ShardedIck, connect
-from pyspark_ick.dead_letters import DeadLetters
+from pyspark_ick.dead_letters import Cursor, DeadLetters
 from pyspark_ick.errors import ReplicationError
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.retries import MAX_ERROR_BYTES, AttemptRecord, RetryPolicy
@@ -238,6 +238,63 @@ def test_dead_letters_are_counted_re_driven_and_purged(any_client):
     assert letters.purge(["m5"]) == 1
     assert letters.redrive() == 27
     assert sum(letters.count()) == 0 and not client.keys("*deadinfo")
+
+
+def bury(ick: ShardedIck, errors: dict[str, str]) -> None:
+    """Make dead letters of ``errors``' members (added, reserved, failed once)."""
+    ick.add({m: float(i) for i, m in enumerate(errors)})
+    for i in range(ick.shards):
+        while reserved := [m for m, _ in ick.shard(i).reserve(1000)]:
+            ick.fail({m: errors[m] for m in reserved}, RetryPolicy(max_attempts=1))
+
+
+def test_a_scan_finds_the_dead_letters_of_one_error_page_by_page(any_client):
+    """The console's filter: a bounded look per request, a cursor to go on from, every
+    match found once over the whole walk, whatever the page and budget."""
+    ick = ShardedIck(any_client, "scan", 3)
+    errors = {
+        f"m{i:04}": ("Timeout talking to the sink" if i % 7 == 0 else "bad doc")
+        for i in range(2500)
+    }
+    bury(ick, errors)
+    letters = DeadLetters(ick)
+    wanted = sorted(m for m, e in errors.items() if "timeout" in e.lower())
+    for limit, budget in ((10, 300), (1000, 1000), (5, 5000)):
+        found, looked, cursor, pages = [], 0, None, 0
+        while True:
+            page = letters.scan(cursor, error="TIMEOUT", limit=limit, budget=budget)
+            assert page.looked <= budget and len(page.letters) <= limit
+            found += [d.member for d in page.letters]
+            looked, pages = looked + page.looked, pages + 1
+            if page.next is None:
+                break
+            cursor = page.next
+        assert sorted(found) == wanted and looked == 2500, (limit, budget)
+        assert pages >= 2500 // budget
+    page = letters.scan(Cursor(), member="m000", limit=50)
+    assert sorted(d.member for d in page.letters) == [f"m000{i}" for i in range(10)]
+    assert all(d.error == errors[d.member] for d in page.letters)
+
+
+def test_all_that_match_a_filter_are_re_driven_in_bounded_batches(any_client):
+    ick = ShardedIck(any_client, "all", 2)
+    errors = {f"m{i:04}": ("sink down" if i % 3 == 0 else "bad doc") for i in range(2500)}
+    bury(ick, errors)
+    letters = DeadLetters(ick)
+    part = letters.apply_matching("redrive", error="SINK", most=1000)
+    assert not part.finished and part.looked == 1000 and 0 < part.done < 1000
+    rest = letters.apply_matching("redrive", error="sink")
+    wanted = sorted(m for m, e in errors.items() if e == "sink down")
+    assert rest.finished and part.done + rest.done == len(wanted)
+    left = sorted(d.member for d in letters.read())
+    assert left == sorted(m for m, e in errors.items() if e == "bad doc")
+    queued = sorted(m for i in range(2) for m, _ in ick.shard(i).reserve(2000))
+    assert queued == wanted
+    early = sum(1 for m in left if m.startswith("m00"))
+    assert letters.apply_matching("purge", member="m00").done == early
+    every = letters.apply_matching("purge")
+    assert (every.done, every.looked) == (len(left) - early, len(left) - early)
+    assert sum(letters.count()) == 0
 
 
 @pytest.mark.parametrize("field", ["max_attempts", "backoff_ms", "backoff_max_ms"])

@@ -5,7 +5,9 @@ A member becomes a dead letter when its last allowed attempt fails (retries.Retr
 it leaves the Ick with its attempt record (attempts, when the last failed, the score of
 that delivery, its error) and waits in the shard's ``dead`` set until an operator
 re-drives it (back into the Ick with the score it had, its attempts counted from zero)
-or purges it. Every call is bounded (``bounds.ITEMS_PER_CALL`` members).
+or purges it. Every call is bounded (``bounds.ITEMS_PER_CALL`` members). ``scan`` and
+``apply_matching`` look for the dead letters of one error (or member) page by page from a
+cursor, so that no request reads every dead letter in one go.
 """
 
 from __future__ import annotations
@@ -20,6 +22,53 @@ from .ick import Ick
 from .retries import AttemptRecord
 from .sharded import ShardedIck
 from .values import as_bytes, text
+
+PER_CALL = bounds.ITEMS_PER_CALL // 4
+"""Dead letters one re-drive or purge call handles: each reads its record (up to a 1,000
+byte error), writes the pset and deletes from two keys; 1,000 a call took 5-8 ms on a
+loaded machine (bench/bench_console.py), 250 stay within the few ms of docs/design.md §9."""
+
+
+SCAN_PAGE = bounds.ITEMS_PER_CALL // 2
+"""Dead letters one page of a scan reads (a ZRANGE and an HMGET of their records, each
+record up to a 1,000 byte error)."""
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a scan of the dead letters goes on: ``index`` in shard ``shard``'s dead set
+    (oldest first)."""
+
+    shard: int = 0
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class Scan:
+    """One page of a scan: the matching dead letters, how many were looked at, and where
+    to go on (None: every shard was looked through)."""
+
+    letters: list[DeadLetter]
+    looked: int
+    next: Cursor | None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What ``apply_matching`` did: dead letters re-driven or purged, looked at, and
+    whether every shard was looked through."""
+
+    done: int
+    looked: int
+    finished: bool
+
+
+def matches(letter: DeadLetter, error: str = "", member: str = "") -> bool:
+    """Whether ``letter``'s error and member hold ``error`` and ``member`` (ignoring case;
+    "" matches anything)."""
+    return error.casefold() in letter.error.casefold() and (
+        member.casefold() in letter.member.casefold()
+    )
 
 
 @dataclass(frozen=True)
@@ -82,32 +131,103 @@ class DeadLetters:
                 yield letter
 
     def _shard_letters(self, i: int) -> Iterator[DeadLetter]:
-        keys, label = self.shard(i).keys, self.sharded.label
         start = 0
         while True:
-            page = scripts.command(
-                self.client,
-                partial(
-                    self.client.zrange,
-                    keys.dead,
-                    start,
-                    start + bounds.ITEMS_PER_CALL - 1,
-                    withscores=True,
-                ),
-                what=label,
-            )
-            if not page:
-                return
-            members = [m for m, _ in page]
-            records = scripts.command(
-                self.client, partial(self.client.hmget, keys.deadinfo, members), what=label
-            )
-            for (member, at), record in zip(page, records, strict=True):
-                if record is not None:  # purged meanwhile
-                    yield DeadLetter(text(member), i, int(at), AttemptRecord.parse(record))
-            if len(page) < bounds.ITEMS_PER_CALL:
+            size, page = self.page(i, start, bounds.ITEMS_PER_CALL)
+            yield from (letter for letter in page if letter is not None)
+            if size < bounds.ITEMS_PER_CALL:
                 return
             start += bounds.ITEMS_PER_CALL
+
+    def page(self, i: int, start: int, count: int) -> tuple[int, list[DeadLetter | None]]:
+        """The dead letters of shard ``i`` at positions ``start`` to ``start + count - 1``
+        (oldest first; at most ``bounds.ITEMS_PER_CALL``): how many positions the page
+        covered, and each letter (None: purged meanwhile). Two bounded calls."""
+        keys, label = self.shard(i).keys, self.sharded.label
+        count = min(count, bounds.ITEMS_PER_CALL)
+        found = scripts.command(
+            self.client,
+            partial(self.client.zrange, keys.dead, start, start + count - 1, withscores=True),
+            what=label,
+        )
+        if not found:
+            return 0, []
+        members = [m for m, _ in found]
+        records = scripts.command(
+            self.client, partial(self.client.hmget, keys.deadinfo, members), what=label
+        )
+        return len(found), [
+            None
+            if record is None
+            else DeadLetter(text(member), i, int(at), AttemptRecord.parse(record))
+            for (member, at), record in zip(found, records, strict=True)
+        ]
+
+    def scan(
+        self,
+        cursor: Cursor | None = None,
+        *,
+        error: str = "",
+        member: str = "",
+        limit: int = 50,
+        budget: int = 2 * bounds.ITEMS_PER_CALL,
+    ) -> Scan:
+        """The dead letters from ``cursor`` on whose error and member hold ``error`` and
+        ``member`` (``matches``): at most ``limit`` of them, looking at no more than
+        ``budget`` dead letters (pages of ``page``); the Scan says where to go on."""
+        at = cursor or Cursor()
+        found: list[DeadLetter] = []
+        looked = 0
+        shard, index = at.shard, at.index
+        while shard < self.sharded.shards:
+            if looked >= budget:
+                return Scan(found, looked, Cursor(shard, index))
+            want = min(budget - looked, SCAN_PAGE)
+            if not error and not member:  # every letter matches: read what is shown
+                want = min(want, limit - len(found))
+            size, page = self.page(shard, index, want)
+            for k, letter in enumerate(page):
+                if letter is not None and matches(letter, error, member):
+                    found.append(letter)
+                    if len(found) >= limit:
+                        return Scan(found, looked + k + 1, Cursor(shard, index + k + 1))
+            looked, index = looked + size, index + size
+            if size < want:  # the end of this shard's dead letters
+                shard, index = shard + 1, 0
+        return Scan(found, looked, None)
+
+    def apply_matching(
+        self, mode: str, *, error: str = "", member: str = "", most: int | None = None
+    ) -> Applied:
+        """Re-drive (``mode`` "redrive") or purge ("purge") every dead letter whose error
+        and member hold ``error`` and ``member``, page by page (each call bounded); looks
+        at no more than ``most`` dead letters (None: every one)."""
+        if not error and not member:
+            done = self._apply(mode, None)
+            return Applied(done, done, True)
+        done = looked = 0
+        for i in range(self.sharded.shards):
+            index = 0
+            while True:
+                if most is not None and looked >= most:
+                    return Applied(done, looked, False)
+                step = SCAN_PAGE
+                if most is not None:
+                    step = min(most - looked, step)
+                size, page = self.page(i, index, step)
+                chosen = [
+                    as_bytes(letter.member)
+                    for letter in page
+                    if letter is not None and matches(letter, error, member)
+                ]
+                gone = sum(
+                    self._call(i, mode, chosen[k : k + PER_CALL])
+                    for k in range(0, len(chosen), PER_CALL)
+                )
+                done, looked, index = done + gone, looked + size, index + size - gone
+                if size < step:
+                    break
+        return Applied(done, looked, True)
 
     def redrive(self, members: Iterable[Any] | None = None) -> int:
         """Put dead letters back into the Ick (each with its score, its attempts counted
@@ -120,7 +240,7 @@ class DeadLetters:
 
     def _apply(self, mode: str, members: Iterable[Any] | None) -> int:
         done = 0
-        step = bounds.ITEMS_PER_CALL
+        step = PER_CALL
         if members is None:
             for i in range(self.sharded.shards):
                 while n := self._call(i, mode, []):
@@ -141,7 +261,7 @@ class DeadLetters:
                 self.client,
                 "dead_letters",
                 [*keys.base, keys.dead, keys.deadinfo],
-                [mode, bounds.ITEMS_PER_CALL, *members],
+                [mode, PER_CALL, *members],
                 what=self.sharded.label,
             )
         )

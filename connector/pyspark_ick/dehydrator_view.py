@@ -12,6 +12,7 @@ from . import bounds, scripts
 from .clients import Client
 from .keys import DehydratorKeys, shard_names
 from .numbered_log import deliveries
+from .observe import server_time
 from .values import as_bytes, text
 
 Element = tuple[bytes, int, bytes]
@@ -24,7 +25,9 @@ def shard_keys(name: str, shards: int) -> list[DehydratorKeys]:
 
 def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
     """Per shard: elements parked, due now (not claimed yet), ms to the next due time (-1:
-    none parked), open claims and the elements they hold, the lease; and totals."""
+    none parked), ms since the first due time (``overdue_ms``, 0: none due), open claims
+    and the elements they hold, the lease and its heartbeat's age, elements committed in
+    all (``done``); and totals."""
     rows: list[dict[str, Any]] = []
     for i, keys in enumerate(shard_keys(name, shards)):
         reply = scripts.run(
@@ -34,7 +37,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
             [""],
             what=f"dehydrator {name!r} shard {i}",
         )
-        parked, due, next_ms, claimed, committed, claimed_elements, owner, expires = reply
+        parked, due, next_ms, claimed, committed, claimed_elements, owner, expires = reply[:8]
         rows.append(
             {
                 "shard": i,
@@ -46,17 +49,25 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "claimed": int(claimed_elements),
                 "lease_owner": text(owner) or None,
                 "lease_expires_in_ms": None if int(expires) < 0 else int(expires),
+                "lease_idle_ms": None if int(expires) < 0 else int(reply[10]),
+                "done": int(reply[8]),
+                "overdue_ms": int(reply[9]),
             }
         )
     waits = [r["next_due_ms"] for r in rows if r["next_due_ms"] >= 0]
     totals = {
-        field: sum(r[field] for r in rows) for field in ("parked", "due", "open_claims", "claimed")
+        field: sum(r[field] for r in rows)
+        for field in ("parked", "due", "open_claims", "claimed", "done")
     }
     return {
         "name": name,
         "shards": shards,
         "rows": rows,
-        "totals": {**totals, "next_due_ms": min(waits) if waits else -1},
+        "totals": {
+            **totals,
+            "next_due_ms": min(waits) if waits else -1,
+            "overdue_ms": max(r["overdue_ms"] for r in rows),
+        },
     }
 
 
@@ -86,6 +97,33 @@ def peek(client: Client, name: str, shards: int, n: int) -> list[tuple[str, int,
             if len(flat) < 3 * step:
                 break
     return sorted(found, key=lambda row: (row[1], row[0]))[:n]
+
+
+def due_histogram(client: Client, name: str, shards: int, buckets: int = 12) -> dict[str, Any]:
+    """When the parked elements are due: ``counts[0]`` are due now, ``counts[k]`` for k >=
+    1 are due in ``(edges[k - 1], edges[k]]`` (ms since the epoch; ``edges[0]`` is now),
+    ``buckets`` equal spans up to the last due time. ZCOUNTs only (each O(log n)): one
+    call per shard for the last due time, one per shard and bucket."""
+    every = shard_keys(name, shards)
+    label = f"dehydrator {name!r}"
+    now = int(server_time(client) * 1000)
+    last = now
+    for keys in every:
+        tail = scripts.command(
+            client, partial(client.zrange, keys.due, -1, -1, withscores=True), what=label
+        )
+        if tail:
+            last = max(last, int(tail[0][1]))
+    span = max(1, -(-(last - now) // buckets))
+    edges = [now + k * span for k in range(buckets + 1)]
+    ranges = [("-inf", now)] + [(f"({edges[k - 1]}", edges[k]) for k in range(1, buckets + 1)]
+    counts = [0] * len(ranges)
+    for keys in every:
+        for k, (low, high) in enumerate(ranges):
+            counts[k] += int(
+                scripts.command(client, partial(client.zcount, keys.due, low, high), what=label)
+            )
+    return {"now_ms": now, "edges": edges, "counts": counts}
 
 
 def parked(client: Client, keys: DehydratorKeys, label: str) -> list[Element]:

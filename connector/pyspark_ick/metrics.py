@@ -10,13 +10,11 @@ them again with bounded calls (one small script per shard). Needs the ``metrics`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
-from . import scripts
 from .clients import Client
 from .dead_letters import DeadLetters
-from .dehydrator import Dehydrator
+from .dehydrator_view import stats as dehydrator_stats
 from .observe import stats
 from .registry import registered
 from .sharded import ShardedIck
@@ -29,24 +27,32 @@ class Collector:
         self.client = client
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         def gauge(name: str, doc: str, labels: list[str]) -> Any:
             return GaugeMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
 
-        queued = gauge("queued", "members waiting in the Ick shard (pset)", ["ick", "shard"])
-        reserved = gauge("reserved", "members reserved, not committed (cset)", ["ick", "shard"])
-        opened = gauge("open_reservations", "reservations not committed", ["ick", "shard"])
+        def counter(name: str, doc: str, labels: list[str]) -> Any:
+            return CounterMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
+
+        shard = ["ick", "shard"]
+        queued = gauge("queued", "members waiting in the Ick shard (pset)", shard)
+        reserved = gauge("reserved", "members reserved, not committed (cset)", shard)
+        opened = gauge("open_reservations", "reservations not committed", shard)
         age = gauge(
             "oldest_queued_age_seconds",
             "seconds since the lowest queued score (scores that are Unix times)",
-            ["ick", "shard"],
+            shard,
         )
-        lease = gauge("lease_held", "1 when a consumer holds the shard's lease", ["ick", "shard"])
-        waiting = gauge(
-            "retrying", "members the sink failed on, waiting for a retry", ["ick", "shard"]
+        lease = gauge("lease_held", "1 when a consumer holds the shard's lease", shard)
+        beat = gauge(
+            "lease_heartbeat_age_seconds",
+            "seconds since the consumer holding the lease last renewed it",
+            shard,
         )
-        dead = gauge("dead_letters", "members set aside after their last attempt", ["ick", "shard"])
+        done = counter("committed", "members the stream readers' commits closed", shard)
+        waiting = gauge("retrying", "members the sink failed on, waiting for a retry", shard)
+        dead = gauge("dead_letters", "members set aside after their last attempt", shard)
         for name, shards in sorted(registered(self.client, "ick").items()):
             letters = DeadLetters(ShardedIck(self.client, name, shards))
             for i, (d, r) in enumerate(zip(letters.count(), letters.retrying(), strict=True)):
@@ -60,27 +66,49 @@ class Collector:
                 if row["oldest_queued_age_s"] is not None:
                     age.add_metric(labels, row["oldest_queued_age_s"])
                 lease.add_metric(labels, 1 if row["lease_owner"] else 0)
-        yield from (queued, reserved, opened, age, lease, waiting, dead)
-        yield from self._dehydrators(gauge)
+                if row["lease_idle_ms"] is not None:
+                    beat.add_metric(labels, row["lease_idle_ms"] / 1000)
+                done.add_metric(labels, row["done"])
+        yield from (queued, reserved, opened, age, lease, beat, done, waiting, dead)
+        yield from self._dehydrators(gauge, counter)
 
-    def _dehydrators(self, gauge: Any) -> Iterator[Any]:
-        parked = gauge("dehydrator_parked", "elements parked (due or not)", ["dehydrator", "shard"])
-        due = gauge("dehydrator_due", "elements due now, not claimed yet", ["dehydrator", "shard"])
+    def _dehydrators(self, gauge: Any, counter: Any) -> Iterator[Any]:
+        shard = ["dehydrator", "shard"]
+        parked = gauge("dehydrator_parked", "elements parked (due or not)", shard)
+        due = gauge("dehydrator_due", "elements due now, not claimed yet", shard)
+        overdue = gauge(
+            "dehydrator_overdue_seconds",
+            "seconds since the first element due and not claimed was due (0: none)",
+            shard,
+        )
+        claimed = gauge("dehydrator_claimed", "elements claimed, not committed", shard)
+        lease = gauge("dehydrator_lease_held", "1 when a consumer holds the shard's lease", shard)
+        beat = gauge(
+            "dehydrator_lease_heartbeat_age_seconds",
+            "seconds since the consumer holding the lease last renewed it",
+            shard,
+        )
+        done = counter("dehydrator_committed", "elements the stream sources' commits closed", shard)
         following = gauge(
             "dehydrator_next_release_seconds",
             "seconds to the next release (0: one is due; -1: empty)",
             ["dehydrator"],
         )
         for name, shards in sorted(registered(self.client, "dehydrator").items()):
-            dehydrator = Dehydrator(self.client, name, shards)
-            for i in range(shards):
-                log = dehydrator.claim_log(i)
-                count = scripts.command(self.client, partial(self.client.zcard, log.keys.due))
-                parked.add_metric([name, str(i)], int(count))
-                due.add_metric([name, str(i)], log.backlog())
-            wait = dehydrator.ttn()
+            report = dehydrator_stats(self.client, name, shards)
+            for row in report["rows"]:
+                labels = [name, str(row["shard"])]
+                parked.add_metric(labels, row["parked"])
+                due.add_metric(labels, row["due"])
+                overdue.add_metric(labels, row["overdue_ms"] / 1000)
+                claimed.add_metric(labels, row["claimed"])
+                lease.add_metric(labels, 1 if row["lease_owner"] else 0)
+                if row["lease_idle_ms"] is not None:
+                    beat.add_metric(labels, row["lease_idle_ms"] / 1000)
+                done.add_metric(labels, row["done"])
+            wait = report["totals"]["next_due_ms"]
             following.add_metric([name], wait / 1000 if wait >= 0 else -1)
-        yield from (parked, due, following)
+        yield from (parked, due, overdue, claimed, lease, beat, done, following)
 
 
 def serve(client: Client, port: int, address: str = "127.0.0.1") -> Any:

@@ -60,6 +60,16 @@ class Manifest(NamedTuple):
     attempts: list[int]
 
 
+class InFlight(NamedTuple):
+    """An open manifest as operators see it: its number, its items, its deliveries so far
+    and the score (Ick) or due time (dehydrator) of its first item (None: empty)."""
+
+    number: int
+    size: int
+    deliveries: int
+    first: float | None
+
+
 def deliveries(client: Client, log_key: str, numbers: Iterable[int], label: str) -> dict[int, int]:
     """The deliveries counted for manifests ``numbers`` of the log hash ``log_key`` (0:
     not read yet), in calls of at most ``bounds.ITEMS_PER_CALL``."""
@@ -137,6 +147,27 @@ class NumberedLog:
 
     def last_committed(self) -> int:
         return self.counters()[1]
+
+    def in_flight(self, most: int) -> tuple[int, list[InFlight]]:
+        """How many manifests are open, and the first ``most`` of them (oldest first),
+        read by ``2 + most`` bounded calls (changes nothing)."""
+        head, committed = self.counters()
+        numbers = range(committed + 1, min(head, committed + most) + 1)
+        sizes = scripts.command(
+            self.client,
+            partial(self.client.hmget, self.log_key, [f"size:{n}" for n in numbers] or ["-"]),
+            what=self.label,
+        )
+        counted = deliveries(self.client, self.log_key, numbers, self.label)
+        out = []
+        for n, size in zip(numbers, sizes, strict=False):
+            first = scripts.command(
+                self.client, partial(self.client.lindex, self.manifest(n), 1), what=self.label
+            )
+            out.append(
+                InFlight(n, int(size or 0), counted[n], None if first is None else float(first))
+            )
+        return head - committed, out
 
     def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved:
         """Move up to ``limit`` items (None: all) into new manifests, at most

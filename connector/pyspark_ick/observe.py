@@ -26,7 +26,8 @@ def server_time(client: Client) -> float:
 
 
 def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
-    """Per-shard sizes, oldest score and its age, reservations and lease; plus totals."""
+    """Per-shard sizes, oldest score and its age, reservations and lease, members
+    committed in all (``done``); plus totals."""
     sharded = ShardedIck(client, name, shards)
     now = server_time(client)
     rows = []
@@ -49,6 +50,8 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "open_reservations": res.get("open_reservations"),
                 "lease_owner": res.get("lease_owner"),
                 "lease_expires_in_ms": res.get("lease_expires_in_ms"),
+                "lease_idle_ms": res["lease_idle_ms"],
+                "done": res["done"],
             }
         )
     opens = [r["open_reservations"] for r in rows if r["open_reservations"] is not None]
@@ -59,6 +62,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         "open_reservations": sum(opens) if opens else None,
         "oldest_score": min(olds) if olds else None,
         "age_s": age(now, min(olds) if olds else None),
+        "done": sum(r["done"] for r in rows),
     }
     return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
 

@@ -86,7 +86,9 @@ def describe(client: Client, master_key: str) -> dict[str, Any]:
     """The reservation log and lease of Ick shard ``master_key`` (for operators).
 
     Keys: last_reserved, last_committed, open_reservations, open_members, lease_owner
-    (None when free), lease_expires_in_ms (None when free).
+    (None when free), lease_expires_in_ms (None when free), lease_idle_ms (ms since the
+    holder last renewed it, its heartbeat's age; None when free), done (members the
+    commits closed, in all: a counter).
     """
     k = IckKeys(check_name(master_key))
     reply = scripts.run(client, "rlog_info", [k.rlog, k.lease], what=f"Ick {master_key!r}")
@@ -99,4 +101,6 @@ def describe(client: Client, master_key: str) -> dict[str, Any]:
         "open_members": members,
         "lease_owner": owner or None,
         "lease_expires_in_ms": None if expires < 0 else expires,
+        "lease_idle_ms": None if expires < 0 else int(reply[6]),
+        "done": int(reply[5]),
     }

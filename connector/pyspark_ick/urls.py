@@ -75,6 +75,15 @@ def secrets(url: str) -> list[str]:
     return sorted({v for value in found for v in (value, unquote(value))} - {""})
 
 
+def scrub(message: str, url: str) -> str:
+    """``message`` without the password of ``url`` (belt and braces: errors never hold it;
+    the CLI's and the console's messages go through here)."""
+    message = message.replace(url, redact(url))
+    for value in secrets(url):  # the primary's and the sentinels' passwords
+        message = message.replace(value, "***")
+    return message
+
+
 def is_sentinel(url: str) -> bool:
     """True for a ``redis+sentinel://`` or ``rediss+sentinel://`` URL."""
     return urlsplit(url).scheme in SENTINEL_SCHEMES

@@ -28,22 +28,14 @@ from collections.abc import Sequence
 
 import redis
 
-from ..connection import DEFAULT_URL, connect, redact
+from ..connection import DEFAULT_URL, connect
 from ..errors import IckError
 from ..redis_errors import translate
-from ..urls import secrets
+from ..urls import scrub
 from .output import NotFound
 from .parser import build_parser
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
-
-
-def scrub(message: str, url: str) -> str:
-    """``message`` without the password of ``url`` (belt and braces: errors never hold it)."""
-    message = message.replace(url, redact(url))
-    for value in secrets(url):  # the primary's and the sentinels' passwords
-        message = message.replace(value, "***")
-    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:

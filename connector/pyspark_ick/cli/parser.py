@@ -11,6 +11,7 @@ from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
 from ..options import parse_duration_ms
+from ..web.command import cmd_web, web_options
 from .dead_commands import cmd_dead_count, cmd_dead_list, cmd_dead_purge, cmd_dead_redrive
 from .dehydrator_commands import (
     cmd_dh_peek,
@@ -206,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
         "hand a dead query's reservations back to the queue and drop its leases",
     )
     add_layout_command(command, commands)
+
+    sub = command(commands, "web", cmd_web, "serve the operator's console", named=False)
+    web_options(sub)
 
     def group(name: str, help: str, description: str) -> Any:
         """A command of commands (``dead list``, ``dehydrator look``)."""
