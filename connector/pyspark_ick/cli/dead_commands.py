@@ -5,18 +5,45 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 from typing import Any
 
 from ..clients import Client
 from ..dead_letters import DeadLetter, DeadLetters
-from ..registry import shards_to_use
+from ..scripts import command
 from ..sharded import ShardedIck
-from .output import ask, console, emit, fmt_age, table
+from ..values import as_bytes, text
+from .found import existing
+from .output import NotFound, ask, console, emit, fmt_age, table
 
 
 def letters(client: Client, args: argparse.Namespace) -> DeadLetters:
-    shards = shards_to_use(client, args.name, args.shards)
-    return DeadLetters(ShardedIck(client, args.name, shards))
+    """The dead letters of Ick ``args.name``; NotFound when the Ick does not exist."""
+    return DeadLetters(ShardedIck(client, args.name, existing(client, args.name, args.shards)))
+
+
+def named(found: DeadLetters, members: list[str]) -> tuple[list[str], list[str]]:
+    """``members`` split into the dead letters of ``found`` and the others (read-only:
+    one ZMSCORE per shard)."""
+    sharded = found.sharded
+    by_shard: dict[int, list[str]] = {}
+    for member in dict.fromkeys(members):
+        by_shard.setdefault(sharded.shard_of(member), []).append(member)
+    dead: list[str] = []
+    for i, listed in by_shard.items():
+        key = sharded.shard(i).keys.dead
+        scores = command(
+            found.client,
+            partial(found.client.zmscore, key, [as_bytes(m) for m in listed]),
+            what=sharded.label,
+        )
+        dead += [m for m, score in zip(listed, scores, strict=True) if score is not None]
+    return dead, [m for m in dict.fromkeys(members) if m not in set(dead)]
+
+
+def no_dead_letter(name: str, others: list[str]) -> NotFound:
+    shown = ", ".join(repr(text(m)) for m in others)
+    return NotFound(f"Ick {name!r} has no dead letter {shown}")
 
 
 def as_json(letter: DeadLetter) -> dict[str, Any]:
@@ -58,22 +85,33 @@ def cmd_dead_count(client: Client, args: argparse.Namespace) -> int:
     report = {"name": args.name, "dead": sum(dead), "retrying": sum(retrying), "shards": shards}
     if args.json:
         emit(report, True, None)
-    else:
-        print(f"Ick {args.name!r}: {sum(dead)} dead letters, {sum(retrying)} waiting for a retry")
+        return 0
+    for row in shards:
+        print(f"shard {row['shard']}: {row['dead']} dead letters, {row['retrying']} retrying")
+    print(f"Ick {args.name!r}: {sum(dead)} dead letters, {sum(retrying)} waiting for a retry")
+    return 0
+
+
+def apply(client: Client, args: argparse.Namespace, mode: str, did: str) -> int:
+    """Re-drive or purge (``mode``) the dead letters named, or all; the members named that
+    are no dead letter are NotFound, after the others are done."""
+    found = letters(client, args)
+    dead, others = named(found, args.members) if args.members else ([], [])
+    if args.members and not dead:
+        raise no_dead_letter(args.name, others)
+    if mode == "purge" and not args.members and not args.yes:
+        total = sum(found.count())
+        ask(f"Purge all {total} dead letters of Ick {args.name!r}?", "not purged")
+    done = found.redrive(dead or None) if mode == "redrive" else found.purge(dead or None)
+    print(f"Ick {args.name!r}: {done} dead letters {did}")
+    if others:
+        raise no_dead_letter(args.name, others)
     return 0
 
 
 def cmd_dead_redrive(client: Client, args: argparse.Namespace) -> int:
-    done = letters(client, args).redrive(args.members or None)
-    print(f"Ick {args.name!r}: {done} dead letters re-driven (queued again, attempts from 0)")
-    return 0
+    return apply(client, args, "redrive", "re-driven (queued again, attempts from 0)")
 
 
 def cmd_dead_purge(client: Client, args: argparse.Namespace) -> int:
-    found = letters(client, args)
-    if not args.members and not args.yes:
-        total = sum(found.count())
-        ask(f"Purge all {total} dead letters of Ick {args.name!r}?", "not purged")
-    done = found.purge(args.members or None)
-    print(f"Ick {args.name!r}: {done} dead letters purged")
-    return 0
+    return apply(client, args, "purge", "purged")

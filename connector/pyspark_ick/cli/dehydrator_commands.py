@@ -12,11 +12,16 @@ from ..dehydrator_view import exists, peek, stats
 from ..registry import shards_to_use
 from ..release import release
 from ..values import text
+from .found import existing
 from .output import NotFound, console, dehydrator_peek_table, dehydrator_table, emit, watch
 
 
-def dehydrator(client: Client, args: argparse.Namespace) -> Any:
-    shards = shards_to_use(client, args.name, args.shards, "dehydrator")
+def dehydrator(client: Client, args: argparse.Namespace, new: bool = False) -> Any:
+    """The dehydrator of ``args``; NotFound when it does not exist, unless ``new``."""
+    if new:
+        shards = shards_to_use(client, args.name, args.shards, "dehydrator")
+    else:
+        shards = existing(client, args.name, args.shards, "dehydrator")
     return Dehydrator(client, args.name, shards=shards)
 
 
@@ -38,7 +43,7 @@ def cmd_ttn(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_push(client: Client, args: argparse.Namespace) -> int:
-    dehydrator(client, args).push(args.id, args.element, args.ttl)
+    dehydrator(client, args, new=True).push(args.id, args.element, args.ttl)
     print(f"dehydrator {args.name!r}: pushed {args.id!r}, due in {args.ttl} ms")
     return 0
 
@@ -48,7 +53,7 @@ def cmd_pull(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_dh_stats(client: Client, args: argparse.Namespace) -> int:
-    shards = shards_to_use(client, args.name, args.shards, "dehydrator")
+    shards = existing(client, args.name, args.shards, "dehydrator")
 
     def show() -> Any:
         report = stats(client, args.name, shards)
@@ -68,7 +73,7 @@ def cmd_dh_stats(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
-    shards = shards_to_use(client, args.name, args.shards, "dehydrator")
+    shards = existing(client, args.name, args.shards, "dehydrator")
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit([list(row) for row in found], True, None)
@@ -78,7 +83,8 @@ def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_dh_release(client: Client, args: argparse.Namespace) -> int:
-    done = release(client, args.name, args.shards, kind="dehydrator")
+    shards = existing(client, args.name, args.shards, "dehydrator")
+    done = release(client, args.name, shards, kind="dehydrator")
     for i, owner in enumerate(done.owners):
         print(
             f"shard {i}: "

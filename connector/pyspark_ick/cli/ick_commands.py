@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 from typing import Any
 
 from ..clients import Client
@@ -16,22 +17,14 @@ from ..observe import peek, server_time, stats
 from ..registry import recorded, resharding, shards_to_use
 from ..release import release
 from ..reshard import reshard
+from ..retries import release_due
 from ..sharded import ShardedIck
-from .output import NotFound, ask, console, emit, peek_tables, stats_table, watch
-
-
-def missing(client: Client, name: str) -> NotFound:
-    """NotFound for Ick ``name``, pointing at the dehydrator of that name if there is one."""
-    if recorded(client, name, "dehydrator", f"dehydrator {name!r}") is not None:
-        return NotFound(
-            f"Ick {name!r} does not exist; {name!r} is a dehydrator: "
-            f"pyspark-ick dehydrator stats {name}"
-        )
-    return NotFound(f"Ick {name!r} does not exist")
+from .found import existing
+from .output import ask, console, emit, peek_tables, stats_table, watch
 
 
 def cmd_stats(client: Client, args: argparse.Namespace) -> int:
-    shards = shards_to_use(client, args.name, args.shards)
+    shards = existing(client, args.name, args.shards)
     target = resharding(client, args.name)
 
     def show() -> Any:
@@ -43,8 +36,6 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     if args.watch is not None:
         return watch(show, args.watch, args.json)
     report = stats(client, args.name, shards)
-    if not any(row["exists"] for row in report["rows"]):
-        raise missing(client, args.name)
     if target is not None and not args.json:
         print(f"Ick {args.name!r} is being resharded to {target} shards", file=sys.stderr)
     emit(report if args.json else stats_table(report), args.json, None if args.json else console())
@@ -63,7 +54,7 @@ def cmd_add(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_peek(client: Client, args: argparse.Namespace) -> int:
-    shards = shards_to_use(client, args.name, args.shards)
+    shards = existing(client, args.name, args.shards)
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit({part: [list(row) for row in rows] for part, rows in found.items()}, True, None)
@@ -94,10 +85,8 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_del(client: Client, args: argparse.Namespace) -> int:
-    shards = shards_to_use(client, args.name, args.shards)
+    shards = existing(client, args.name, args.shards)
     report = stats(client, args.name, shards)
-    if not any(row["exists"] for row in report["rows"]):
-        raise missing(client, args.name)
     size = report["totals"]["queued"] + report["totals"]["reserved"]
     masters = shard_names(args.name, shards)
     held = holders(
@@ -155,7 +144,7 @@ def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_release(client: Client, args: argparse.Namespace) -> int:
-    done = release(client, args.name, args.shards)
+    done = release(client, args.name, existing(client, args.name, args.shards))
     for i, owner in enumerate(done.owners):
         print(
             f"shard {i}: "
@@ -169,3 +158,22 @@ def cmd_release(client: Client, args: argparse.Namespace) -> int:
         "in flight, fails (number N was committed already): give it a new checkpointLocation"
     )
     return 0
+
+
+def cmd_retry_due(client: Client, args: argparse.Namespace) -> int:
+    shards = existing(client, args.name, args.shards)
+    keys = [IckKeys(master) for master in shard_names(args.name, shards)]
+    label = f"Ick {args.name!r}"
+    try:
+        while True:
+            done = release_due(client, keys, label)
+            print(
+                f"Ick {args.name!r}: {done.released} due retries queued, {done.dropped} "
+                f"pending retries dropped (their member is queued or reserved already)",
+                flush=True,
+            )
+            if args.every is None:
+                return 0
+            time.sleep(args.every)
+    except KeyboardInterrupt:
+        return 0

@@ -29,6 +29,7 @@ from .ick_commands import (
     cmd_peek,
     cmd_release,
     cmd_reshard,
+    cmd_retry_due,
     cmd_stats,
 )
 from .layout_commands import add_layout_command
@@ -205,6 +206,20 @@ def build_parser() -> argparse.ArgumentParser:
         "release",
         cmd_release,
         "hand a dead query's reservations back to the queue and drop its leases",
+    )
+    sub = command(
+        commands,
+        "retry-due",
+        cmd_retry_due,
+        "queue the retries that are due and drop those of members queued or reserved "
+        "again, as Python's reserve does (for redis-ick gem consumers; safe on a schedule)",
+    )
+    sub.add_argument(
+        "--every",
+        type=seconds_arg,
+        default=None,
+        metavar="SECONDS",
+        help="run again every SECONDS until Ctrl-C",
     )
     add_layout_command(command, commands)
 

@@ -1,0 +1,85 @@
+"""A CLI that never writes by mistake: every command on a missing Ick, dehydrator or
+member exits 3 with one line naming it, and Redis is byte-identical afterwards."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_cli import cli, failed
+
+from pyspark_ick import Dehydrator, Ick, ShardedIck
+from pyspark_ick.dead_letters import DeadLetters
+from pyspark_ick.retries import RetryPolicy
+
+
+def snapshot(client: Any) -> dict[bytes, bytes | None]:
+    """Every key of the test server and its DUMP (SCAN is fine on a test server)."""
+    return {key: client.dump(key) for key in client.scan_iter(count=1000)}
+
+
+def neighbours(client: Any) -> None:
+    """Other Icks and dehydrators, so a command that writes anywhere shows."""
+    ShardedIck(client, "present", 2).add({"a": 1.0, "b": 2.0})
+    Dehydrator(client, "parked", shards=2).push("id1", "x", 60_000)
+    ick = Ick(client, "failing")
+    ick.add({"m1": 1.0, "m2": 2.0})
+    ick.reserve(2)
+    ick.fail({"m1": "boom"}, RetryPolicy(max_attempts=1))  # m1: a dead letter
+
+
+MISSING = [
+    ("stats", "nosuch"),
+    ("stats", "nosuch", "--json"),
+    ("stats", "nosuch", "--watch", "0.1", "--json"),
+    ("peek", "nosuch"),
+    ("peek", "nosuch", "--json"),
+    ("del", "nosuch", "--yes"),
+    ("release", "nosuch"),
+    ("layout", "nosuch"),
+    ("dead", "list", "nosuch"),
+    ("dead", "list", "nosuch", "--json"),
+    ("dead", "count", "nosuch"),
+    ("dead", "count", "nosuch", "--json"),
+    ("dead", "redrive", "nosuch"),
+    ("dead", "redrive", "nosuch", "m1"),
+    ("dead", "purge", "nosuch", "--yes"),
+    ("dead", "purge", "nosuch", "m1"),
+    ("retry-due", "nosuch"),
+    ("retry-due", "nosuch", "--every", "0.1"),
+    ("dehydrator", "stats", "nosuch"),
+    ("dehydrator", "stats", "nosuch", "--watch", "0.1", "--json"),
+    ("dehydrator", "peek", "nosuch"),
+    ("dehydrator", "look", "nosuch", "id1"),
+    ("dehydrator", "pull", "nosuch", "id1"),
+    ("dehydrator", "ttn", "nosuch"),
+    ("dehydrator", "release", "nosuch"),
+    ("layout", "nosuch", "--dehydrator"),
+    # an existing Ick, a member that is not one of its dead letters
+    ("dead", "redrive", "failing", "m9"),
+    ("dead", "purge", "failing", "m9"),
+    ("dead", "redrive", "present", "a"),
+    # an existing dehydrator, an id it does not hold
+    ("dehydrator", "look", "parked", "nosuch"),
+    ("dehydrator", "pull", "parked", "nosuch"),
+]
+
+
+@pytest.mark.parametrize("args", MISSING, ids=" ".join)
+def test_a_missing_name_exits_3_and_writes_nothing(redis_url, client, args):
+    neighbours(client)
+    before = snapshot(client)
+    message = failed(cli(*args, url=redis_url), 3)
+    assert "nosuch" in message or "m9" in message or "'a'" in message, message
+    assert snapshot(client) == before
+
+
+def test_redrive_does_the_dead_letters_named_and_names_the_others(redis_url, client):
+    neighbours(client)
+    message = failed(cli("dead", "redrive", "failing", "m1", "m9", "m8", url=redis_url), 3)
+    assert "1 dead letters re-driven" not in message  # that goes to stdout
+    assert "'m9'" in message and "'m8'" in message and "'m1'" not in message, message
+    assert DeadLetters(ShardedIck(client, "failing", 1)).count() == [0]
+    assert client.zscore(Ick(client, "failing").keys.pset, "m1") == 1.0
+    done = cli("dead", "purge", "failing", "m1", url=redis_url)
+    assert failed(done, 3) == "pyspark-ick: Ick 'failing' has no dead letter 'm1'"
