@@ -184,20 +184,25 @@ local function fail_member(keys, member, score, err, policy)
   return 'retry'
 end
 
--- release_due(retry, attempts, pset, now, n): move at most n members whose retry is due by
--- now (ms) from the retry zset back into the pset, with the score of their failed
--- delivery (lower score wins; the time now without a record). Returns how many.
-local function release_due(retry, attempts, pset, now, n)
+-- release_due(retry, attempts, pset, cset, now, n): move at most n members whose retry is
+-- due by now (ms) from the retry zset back into the pset, with the score of their failed
+-- delivery (lower score wins; the time now without a record). A due member that is in the
+-- cset (re-added and reserved meanwhile by a consumer that keeps retries, the redis-ick
+-- gem) only loses its retry: that delivery is its next attempt. Returns how many.
+local function release_due(retry, attempts, pset, cset, now, n)
   if n <= 0 or redis.call('EXISTS', retry) == 0 then return 0 end
   local due = redis.call('ZRANGE', retry, '-inf', now, 'BYSCORE', 'LIMIT', 0, n)
   if #due == 0 then return 0 end
   local records = redis.call('HMGET', attempts, unpack(due))
+  local reserved = redis.call('ZMSCORE', cset, unpack(due))
   local flat = {}
   for i, member in ipairs(due) do
-    local score = records[i] and string.match(records[i], '^%d+ %d+ (%S+)')
-    flat[2 * i - 1], flat[2 * i] = score or tostring(now / 1000), member
+    if not reserved[i] then
+      local score = records[i] and string.match(records[i], '^%d+ %d+ (%S+)')
+      flat[#flat + 1], flat[#flat + 2] = score or tostring(now / 1000), member
+    end
   end
-  zadd_lt(pset, flat, 1, #flat)
+  if #flat > 0 then zadd_lt(pset, flat, 1, #flat) end
   zrem_all(retry, due, 1, #due)
   return #due
 end

@@ -28,7 +28,7 @@ if ARGV[2] == '1' then
   redis.call('DEL', cset)
 end
 if n <= 0 then return {committed, {}} end
-if tracked then release_due(KEYS[4], KEYS[5], pset, time_ms(nil), n) end
+if tracked then release_due(KEYS[4], KEYS[5], pset, cset, time_ms(nil), n) end
 local need = n - redis.call('ZCARD', cset)
 while need > 0 do
   local popped = flip(redis.call('ZPOPMIN', pset, need))

@@ -6,7 +6,9 @@
 -- A holder that has not renewed for 3 of its renewal periods and a second is gone (its
 -- query crashed): acquire takes the lease over at once, as it takes an expired one.
 -- returns the fencing token: acquire gives a NEW one (also to the same owner, so a zombie
---   of a restarted query is fenced); release returns 1 when the caller held the lease
+--   of a restarted query is fenced): one more than the last, the first one Redis time in
+--   ms, so a lease deleted with its Ick never hands out a token twice; release returns 1
+--   when the caller held the lease
 -- raises ICK LEASE busy|lost ... (lease_fail) when another owner holds it (or, for renew,
 --   the caller lost it)
 local lease, mode, owner = KEYS[1], ARGV[1], ARGV[2]
@@ -23,8 +25,9 @@ if mode == 'acquire' then
   if h[1] and h[1] ~= owner and expiry > now and now - renewed < gone_after(h[5]) then
     lease_fail('busy', lease)
   end
-  local token = redis.call('HINCRBY', lease, 'token', 1)
-  redis.call('HSET', lease, 'owner', owner, 'expiry', now + tonumber(ARGV[4]),
+  local token = now  -- a first token is the time in ms: above any of a deleted lease's
+  if h[2] then token = redis.call('HINCRBY', lease, 'token', 1) end
+  redis.call('HSET', lease, 'token', token, 'owner', owner, 'expiry', now + tonumber(ARGV[4]),
              'renewed', now, 'beat', tonumber(ARGV[5] or 1000))
   return token
 end

@@ -46,7 +46,7 @@ if head == tonumber(redis.call('HGET', rlog, 'committed') or 0) then
   requeued = #orphans / 2
   n = n - requeued  -- one call touches at most per_call members
 end
-local released = release_due(retry, attempts, pset, time_ms(ARGV[9]), n)
+local released = release_due(retry, attempts, pset, cset, time_ms(ARGV[9]), n)
 requeued, n = requeued + released, n - released
 if n <= 0 then return {head, 0, pending, requeued} end
 local got = redis.call('ZRANGE', pset, 0, n - 1, 'WITHSCORES')

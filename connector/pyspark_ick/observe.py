@@ -10,6 +10,7 @@ from typing import Any
 
 from . import bounds, scripts
 from .clients import Client
+from .dead_letters import DeadLetters
 from .reservations import describe
 from .sharded import ShardedIck
 from .values import pairs
@@ -65,6 +66,21 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         "done": sum(r["done"] for r in rows),
     }
     return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
+
+
+def summary(client: Client, name: str, shards: int) -> dict[str, Any]:
+    """``stats`` with the members waiting for a retry and the dead letters, per shard and
+    in the totals (``retrying``, ``dead``): the CLI's stats and the console's pages."""
+    report = stats(client, name, shards)
+    letters = DeadLetters(ShardedIck(client, name, shards))
+    for row, dead, retrying in zip(
+        report["rows"], letters.count(), letters.retrying(), strict=True
+    ):
+        row["dead"], row["retrying"] = dead, retrying
+    totals = report["totals"]
+    totals["dead"] = sum(row["dead"] for row in report["rows"])
+    totals["retrying"] = sum(row["retrying"] for row in report["rows"])
+    return report
 
 
 def age(now: float, score: float | None) -> float | None:

@@ -117,3 +117,43 @@ def group_failures(
     for member, shard, reservation, delivery, error in rows:
         groups.setdefault((int(shard), int(reservation), int(delivery)), {})[member] = error
     return groups
+
+
+@dataclass(frozen=True)
+class Released:
+    """What ``release_due`` did on a logical Ick: retries due moved into the queue, and
+    pending retries dropped because their member is queued or reserved already."""
+
+    released: int
+    dropped: int
+    calls: int
+
+
+def release_due(
+    client: Client, keys: Iterable[IckKeys], label: str, now_ms: int | None = None
+) -> Released:
+    """Move the due retries of every shard of ``keys`` into its queue and drop the pending
+    retries of members queued or reserved meanwhile (lua/retry_due.lua), in calls of at most
+    ``bounds.ITEMS_PER_CALL`` members each way: what Python's reserve does before it
+    reserves, for consumers that do not (the redis-ick gem). ``now_ms``: a test clock."""
+    step = bounds.ITEMS_PER_CALL
+    released = dropped = calls = 0
+    for shard in keys:
+        start = 0
+        while True:
+            args = [step, "" if now_ms is None else now_ms, start]
+            moved, gone, start = map(
+                int,
+                scripts.run(
+                    client,
+                    "retry_due",
+                    [*shard.base, shard.retry, shard.attempts],
+                    args,
+                    what=label,
+                ),
+            )
+            released, dropped, calls = released + moved, dropped + gone, calls + 1
+            if start < 0 and moved < step:
+                break
+            start = max(start, 0)
+    return Released(released, dropped, calls)

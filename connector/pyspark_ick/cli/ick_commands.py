@@ -13,7 +13,7 @@ from ..clients import Client
 from ..errors import IckError
 from ..holds import holders, in_use
 from ..keys import IckKeys, shard_names
-from ..observe import peek, server_time, stats
+from ..observe import peek, server_time, stats, summary
 from ..registry import recorded, resharding, shards_to_use
 from ..release import release
 from ..reshard import reshard
@@ -28,14 +28,14 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
     target = resharding(client, args.name)
 
     def show() -> Any:
-        report = stats(client, args.name, shards)
+        report = summary(client, args.name, shards)
         if target is not None:
             report["resharding_to"] = target
         return report if args.json else stats_table(report)
 
     if args.watch is not None:
         return watch(show, args.watch, args.json)
-    report = stats(client, args.name, shards)
+    report = summary(client, args.name, shards)
     if target is not None and not args.json:
         print(f"Ick {args.name!r} is being resharded to {target} shards", file=sys.stderr)
     emit(report if args.json else stats_table(report), args.json, None if args.json else console())
@@ -106,8 +106,9 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
             f"{size} members)" + (f", consumed by {held[0].owner!r} now" if held else "") + "?",
             "not deleted",
         )
-    removed = ShardedIck(client, args.name, shards).delete(keep_leases=True)
-    print(f"deleted Ick {args.name!r}: {size} members, {removed} keys (the leases stay)")
+    removed = ShardedIck(client, args.name, shards).delete(keep_leases=bool(held))
+    kept = " (the leases stay: a consumer holds one)" if held else ""
+    print(f"deleted Ick {args.name!r}: {size} members, {removed} keys{kept}")
     return 0
 
 

@@ -134,7 +134,7 @@ SHARD = (("shard", field("shard")), ("key", field("key")))
 
 ICK_STATS: tuple[Column, ...] = (
     *SHARD,
-    *((name, field(name)) for name in ("queued", "reserved")),
+    *((name, field(name)) for name in ("queued", "reserved", "retrying", "dead")),
     ("open res.", field("open_reservations", fmt_count)),
     ("oldest score", field("oldest_score", fmt_score)),
     ("age", field("age_s", fmt_age)),

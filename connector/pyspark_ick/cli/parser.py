@@ -181,14 +181,16 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         "del",
         cmd_del,
-        "delete an Ick, every shard and its bookkeeping (refused while a consumer holds a "
-        "lease; the leases stay)",
+        "delete an Ick: every key of every shard (queue, reservations, retries, dead "
+        "letters, leases), its recorded shard count and layout, its registry entry (refused "
+        "while a consumer holds a lease)",
     )
     sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     sub.add_argument(
         "--force",
         action="store_true",
-        help="delete even while a consumer holds a lease (the query goes on, on an empty Ick)",
+        help="delete even while a consumer holds a lease (the query goes on, on an empty "
+        "Ick; the leases stay)",
     )
 
     sub = command(

@@ -14,6 +14,7 @@ from ..dehydrator_view import stats as dehydrator_stats
 from ..keys import check_name
 from ..observe import peek as ick_peek
 from ..observe import server_time, stats
+from ..observe import summary as ick_summary
 from ..registry import recorded, registered, shards_to_use
 from ..reservations import ReservationLog
 from ..sharded import ShardedIck
@@ -27,20 +28,6 @@ LOOK_PER_PAGE = 2000  # dead letters a filtered page looks at, at most
 
 class Missing(Exception):
     """No Ick or dehydrator of that name: the console shows a 404 page and writes nothing."""
-
-
-def ick_summary(client: Client, name: str, shards: int) -> dict[str, Any]:
-    """An Ick's stats (observe.stats) with its retries and dead letters per shard."""
-    report = stats(client, name, shards)
-    letters = DeadLetters(ShardedIck(client, name, shards))
-    for row, dead, retrying in zip(
-        report["rows"], letters.count(), letters.retrying(), strict=True
-    ):
-        row["dead"], row["retrying"] = dead, retrying
-    totals = report["totals"]
-    totals["dead"] = sum(row["dead"] for row in report["rows"])
-    totals["retrying"] = sum(row["retrying"] for row in report["rows"])
-    return report
 
 
 def overview(client: Client, first: str = "") -> dict[str, Any]:
