@@ -167,7 +167,7 @@ def test_dehydrator_commands(redis_url):
     def dh(*args: str) -> subprocess.CompletedProcess[str]:
         return cli("dehydrator", *args, url=redis_url)
 
-    assert dh("ttn", "parked").stdout.strip() == "-1"
+    assert "does not exist" in failed(dh("ttn", "parked"), 3)  # and writes nothing
     assert dh("push", "parked", "id1", "hello world", "--ttl", "1h").returncode == 0
     assert dh("look", "parked", "id1").stdout == "hello world\n"
     assert 3_500_000 < int(dh("ttn", "parked").stdout) <= 3_600_000
@@ -175,6 +175,7 @@ def test_dehydrator_commands(redis_url):
     assert dh("pull", "parked", "id1").stdout == "hello world\n"
     assert "no id 'id1'" in failed(dh("pull", "parked", "id1"), 3)
     assert "no id 'id1'" in failed(dh("look", "parked", "id1"), 3)
+    assert dh("ttn", "parked").stdout.strip() == "-1"  # it exists, empty
     assert dh("push", "parked", "id2", "now", "--delay", "0ms").returncode == 0
     assert dh("ttn", "parked").stdout.strip() == "0"
     assert "1 shards recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
