@@ -190,7 +190,7 @@ def test_without_rich_json_still_works(redis_url, client):
     )
     command = [sys.executable, "-c", run, "--url", redis_url, "stats", "q"]
     table = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert "pip install 'pyspark-ick[cli]'" in failed(table, 1)
+    assert "python3 -m pip install rich, or '.[cli]'" in failed(table, 1)
     assert (
         as_json(subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60))[
             "totals"

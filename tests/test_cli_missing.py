@@ -1,14 +1,21 @@
-"""A CLI that never writes by mistake: every command on a missing Ick, dehydrator or
-member exits 3 with one line naming it, and Redis is byte-identical afterwards."""
+"""A CLI that never writes by mistake (issue 41): every command on a missing Ick, dehydrator
+or member exits 3 with one line naming it, and Redis is byte-identical afterwards;
+``--version``; a closed pipe ends quietly; no option that does nothing; every command in
+the module docstring."""
 
 from __future__ import annotations
 
+import subprocess
 from typing import Any
 
 import pytest
+from support import cli_command
 from test_cli import cli, failed
 
+import pyspark_ick
+import pyspark_ick.cli as cli_module
 from pyspark_ick import Dehydrator, Ick, ShardedIck
+from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.retries import RetryPolicy
 
@@ -83,3 +90,51 @@ def test_redrive_does_the_dead_letters_named_and_names_the_others(redis_url, cli
     assert client.zscore(Ick(client, "failing").keys.pset, "m1") == 1.0
     done = cli("dead", "purge", "failing", "m1", url=redis_url)
     assert failed(done, 3) == "pyspark-ick: Ick 'failing' has no dead letter 'm1'"
+
+
+def test_version_prints_the_package_version(redis_url):
+    done = cli("--version", url=redis_url)
+    assert (done.returncode, done.stdout.strip()) == (0, f"pyspark-ick {pyspark_ick.__version__}")
+
+
+def piped(args: list[str], redis_url: str, close_first: bool) -> tuple[int, str]:
+    """Run the CLI into a pipe read by ``head -c 200`` (or closed before it writes):
+    its exit code and its stderr."""
+    writer = subprocess.Popen(
+        [*cli_command(url=redis_url), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    if close_first:
+        writer.stdout.close()
+    else:
+        head = subprocess.Popen(["head", "-c", "200"], stdin=writer.stdout, stdout=subprocess.PIPE)
+        writer.stdout.close()  # head holds the only read end
+        assert len(head.communicate(timeout=60)[0]) == 200
+    _, stderr = writer.communicate(timeout=60)
+    return writer.returncode, stderr
+
+
+def test_a_closed_pipe_ends_quietly(redis_url, client):
+    ShardedIck(client, "big", 64).add({f"member-{i}": float(i) for i in range(1000)})
+    for args, close_first in (
+        (["stats", "big", "--json"], True),
+        (["stats", "big", "--json", "--watch", "0.1"], False),
+        (["peek", "big", "-n", "500"], False),
+    ):
+        code, stderr = piped(args, redis_url, close_first)
+        assert (code, stderr) == (141, ""), (args, stderr)
+
+
+def test_redrive_offers_no_yes_purge_does(redis_url):
+    assert "--yes" not in cli("dead", "redrive", "--help", url=redis_url).stdout
+    assert "--yes" in cli("dead", "purge", "--help", url=redis_url).stdout
+
+
+def test_the_module_docstring_lists_every_command():
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if a.dest == "command"]
+    for name in commands.choices:
+        assert f"pyspark-ick {name} " in cli_module.__doc__, name

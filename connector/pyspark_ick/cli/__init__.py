@@ -6,17 +6,21 @@
     pyspark-ick del NAME [--shards N] [--yes] [--force]
     pyspark-ick reshard NAME --to N [--shards S] [--yes]
     pyspark-ick release NAME [--shards N]
+    pyspark-ick retry-due NAME [--shards N] [--every SECONDS]
     pyspark-ick layout NAME [--dehydrator] [--rollback-to V] [--json]
     pyspark-ick metrics --port PORT [--bind ADDRESS]
+    pyspark-ick web [--port PORT] [--bind ADDRESS] ...
     pyspark-ick dead list|count|redrive|purge NAME ...
     pyspark-ick dehydrator stats|peek|look|ttn|push|pull|release NAME ...
+    pyspark-ick --version
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
 for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA; ``redis+sentinel://h1,h2/SERVICE``
 for the primary that Sentinel names), ``--cluster`` (auto, true, false). Without
 ``--shards`` the count recorded in Redis is used. Exit codes: 0 done, 1 error (one line on
-stderr, never a traceback or a password), 2 bad usage, 3 not found (or a question answered
-no), 130 interrupted. Tables need the ``cli`` extra (rich); ``--json`` does not.
+stderr, never a traceback or a password), 2 bad usage, 3 not found, nothing written (or a
+question answered no), 130 interrupted, 141 the output's reader went away (``| head``).
+Tables need the ``cli`` extra (rich); ``--json`` does not.
 """
 
 from __future__ import annotations
@@ -35,11 +39,23 @@ from ..urls import scrub
 from .output import NotFound
 from .parser import build_parser
 
-EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 1, 2, 3
+EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_PIPE = 1, 2, 3, 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code (EXIT_PIPE, as a shell reports a
+    command killed by SIGPIPE, when the reader of its output went away: `| head`)."""
+    try:
+        return run(argv)
+    except BrokenPipeError:
+        # what is left in stdout's buffer goes nowhere: no "Exception ignored" at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE
+
+
+def run(argv: Sequence[str] | None) -> int:
+    """``main`` without the closed pipe."""
     args = build_parser().parse_args(argv)
     # errors are one line on stderr: the library's retry warnings stay out of it
     logging.getLogger("pyspark_ick").addHandler(logging.NullHandler())

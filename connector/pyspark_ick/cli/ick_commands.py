@@ -74,7 +74,8 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
         if exc.name != "prometheus_client":
             raise
         raise IckError(
-            "metrics need the prometheus-client package: pip install 'pyspark-ick[metrics]'"
+            "metrics need the prometheus-client package (the metrics extra): python3 -m pip "
+            "install prometheus-client, or '.[metrics]' in a clone of pyspark-ick"
         ) from None
     print(f"serving http://{args.bind}:{args.port}/metrics (Ctrl-C stops)", flush=True)
     try:

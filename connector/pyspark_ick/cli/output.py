@@ -32,13 +32,21 @@ def _rich() -> Any:
         import rich.table
     except ModuleNotFoundError:
         raise IckError(
-            "tables need the rich package: pip install 'pyspark-ick[cli]' (or use --json)"
+            "tables need the rich package (the cli extra): python3 -m pip install rich, or "
+            "'.[cli]' in a clone of pyspark-ick (or use --json)"
         ) from None
     return rich
 
 
 def console() -> Any:
-    return _rich().console.Console(highlight=False)
+    """A rich console whose closed pipe ends as every other output's (cli.main: 141)."""
+
+    class Console(_rich().console.Console):  # type: ignore[misc]
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return Console(highlight=False)
 
 
 def fmt_score(score: float | None) -> str:

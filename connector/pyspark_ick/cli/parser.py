@@ -7,6 +7,7 @@ import argparse
 import math
 from typing import Any
 
+from .. import __version__
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         description="Inspect and change Icks (indexing queues) and dehydrators in Redis.",
     )
+    parser.add_argument("--version", action="version", version=f"pyspark-ick {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(
@@ -240,16 +242,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = command(dead_commands, "list", cmd_dead_list, "the dead letters, oldest first")
     sub.add_argument("-n", type=positive_int, default=20, help="how many (default 20)")
-    sub.add_argument("--json", action="store_true", help="JSON lines")
-    sub = command(dead_commands, "count", cmd_dead_count, "dead letters and retries waiting")
-    sub.add_argument("--json", action="store_true", help="JSON output")
+    sub.add_argument(
+        "--json",
+        action="store_true",
+        help='a JSON line per dead letter: {"member", "shard", "attempts", "failed_at_ms", '
+        '"dead_at_ms", "score", "error"}',
+    )
+    sub = command(
+        dead_commands, "count", cmd_dead_count, "dead letters and retries waiting, per shard"
+    )
+    sub.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON line: {"name", "dead", "retrying", "shards": [{"shard", "dead", '
+        '"retrying"}, ...]}',
+    )
     for name, run, help in (
         ("redrive", cmd_dead_redrive, "queue dead letters again, attempts from 0 (all or MEMBERs)"),
-        ("purge", cmd_dead_purge, "drop dead letters for good (all or MEMBERs)"),
+        ("purge", cmd_dead_purge, "drop dead letters for good (all or MEMBERs; all asks first)"),
     ):
         sub = command(dead_commands, name, run, help)
         sub.add_argument("members", nargs="*", metavar="MEMBER")
-        sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sub.add_argument("--yes", action="store_true", help="do not ask for confirmation")
 
     dh_commands = group(
         "dehydrator",

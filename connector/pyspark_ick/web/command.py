@@ -73,7 +73,8 @@ def cmd_web(client: Client, args: argparse.Namespace) -> int:
         if exc.name not in ("flask", "waitress", "jinja2", "werkzeug"):
             raise
         raise IckError(
-            "the console needs Flask and waitress: pip install 'pyspark-ick[web]'"
+            "the console needs Flask and waitress (the web extra): python3 -m pip install "
+            "flask waitress, or '.[web]' in a clone of pyspark-ick"
         ) from None
     from .history import History, Sampler
 
