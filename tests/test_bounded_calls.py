@@ -28,6 +28,7 @@ from pyspark_ick.bounds import KEYS_PER_CALL
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.numbered_log import COMMIT_ARGV, RESERVE_ARGV
 from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.retries import RetryPolicy, release_due
 from pyspark_ick.spark.ick_reader import SNAPSHOT_SCHEMA
 
 PER_CALL = bounds.ITEMS_PER_CALL
@@ -72,6 +73,7 @@ def bound(script: str, keys: list[str], args: list[str]) -> int:
         "ickstats": lambda: 0,
         "ickpeek": lambda: arg(1),
         "dead_letters": lambda: max(arg(2), len(args) - 2),  # the oldest, or those named
+        "retry_due": lambda: 2 * arg(1),  # due retries moved, then pending ones looked at
     }
     if script not in limits:
         raise AssertionError(f"script {script} is not known to do bounded work")
@@ -222,3 +224,23 @@ def test_every_console_page_and_action_is_bounded_calls(redis_url, client, logge
     seen = check(logged)
     assert seen["dead_letters"] >= 2000 // 250 and seen["HMGET"] >= 6
     assert "KEYS" not in seen and "SCAN" not in seen
+
+
+def test_retry_due_is_bounded_calls(redis_url, client, logged):
+    """`pyspark-ick retry-due` on 6,000 due retries and 6,000 pending ones, 2,000 of them
+    re-added: every retry is moved or looked at, in bounded calls."""
+    ick = ShardedIck(client, "retrying", 2)
+    LATER = RetryPolicy(backoff_ms=600_000, backoff_max_ms=600_000)
+    for i, policy in ((1, LATER), (0, RetryPolicy(backoff_ms=1, backoff_max_ms=1))):
+        members = {f"m{i}-{k:05}": float(k) for k in range(6000)}
+        for shard in range(2):
+            mine = {m: s for m, s in members.items() if ick.shard_of(m) == shard}
+            ick.shard(shard).add(mine)
+            ick.shard(shard).reserve(len(mine))
+            ick.shard(shard).fail(dict.fromkeys(mine, "boom"), policy)
+    ick.add({f"m1-{k:05}": 1.0 for k in range(2000)})  # re-added while they wait
+    keys = [ick.shard(i).keys for i in range(2)]
+    logged.slowlog_reset()
+    done = release_due(client, keys, "Ick 'retrying'")
+    assert (done.released, done.dropped) == (6000, 2000)
+    assert check(logged)["retry_due"] == done.calls >= 12000 // PER_CALL

@@ -134,9 +134,10 @@ def release_due(
 ) -> Released:
     """Move the due retries of every shard of ``keys`` into its queue and drop the pending
     retries of members queued or reserved meanwhile (lua/retry_due.lua), in calls of at most
-    ``bounds.ITEMS_PER_CALL`` members each way: what Python's reserve does before it
-    reserves, for consumers that do not (the redis-ick gem). ``now_ms``: a test clock."""
-    step = bounds.ITEMS_PER_CALL
+    ``bounds.ITEMS_PER_CALL`` members (half moved, half looked at): what Python's reserve
+    does before it reserves, for consumers that do not (the redis-ick gem). ``now_ms``: a
+    test clock."""
+    step = bounds.ITEMS_PER_CALL // 2
     released = dropped = calls = 0
     for shard in keys:
         start = 0
