@@ -19,7 +19,7 @@ from ..release import release
 from ..reshard import reshard
 from ..retries import release_due
 from ..sharded import ShardedIck
-from .found import existing
+from .found import existing, exists, not_found
 from .output import ask, console, emit, peek_tables, stats_table, watch
 
 
@@ -115,6 +115,8 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
     target = resharding(client, args.name)
+    if target is None and not any(exists(client, args.name, n) for n in {args.shards or 1, 2}):
+        raise not_found(client, args.name)  # NAME:0 and NAME:1: the shards of a gem's Ick
     if not args.yes:
         count = recorded(client, args.name, "ick", f"Ick {args.name!r}") or args.shards
         size = stats(client, args.name, count)["totals"] if count else None
