@@ -5,6 +5,7 @@ the module docstring."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -140,3 +141,14 @@ def test_the_module_docstring_lists_every_command():
     (commands,) = [a for a in parser._actions if a.dest == "command"]
     for name in commands.choices:
         assert f"pyspark-ick {name} " in cli_module.__doc__, name
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_a_missing_name_exits_3_and_an_existing_one_works(cluster_url, cluster_client):
+    ShardedIck(cluster_client, "present", 4).add({f"m{i}": float(i) for i in range(20)})
+    for args in (("stats", "nosuch"), ("dead", "count", "nosuch"), ("retry-due", "nosuch")):
+        assert "nosuch" in failed(cli(*args, url=cluster_url), 3)
+    assert "nosuch" in failed(cli("dehydrator", "ttn", "nosuch", url=cluster_url), 3)
+    assert cli("retry-due", "present", url=cluster_url).returncode == 0
+    totals = json.loads(cli("stats", "present", "--json", url=cluster_url).stdout)["totals"]
+    assert (totals["queued"], totals["retrying"], totals["dead"]) == (20, 0, 0)
