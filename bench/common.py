@@ -147,6 +147,7 @@ class Report:
                     "name": self.name,
                     "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
                     "python": sys.version.split()[0],
+                    "command": " ".join(["python", *sys.argv]),
                     "machine": platform.machine(),
                     "cpus": os.cpu_count(),
                     "params": self.params,
