@@ -149,15 +149,20 @@ def shard_count(shards: int) -> Iterator[None]:
         SHARDS = saved
 
 
-TRIGGERS = (250_000, 1_000_000)
+TRIGGERS: tuple[int, ...] = (250_000, 1_000_000)  # --triggers
 
 
 def drain_sides(
-    spark: Any, url: str, n: int, walls: dict[str, list[float]]
+    spark: Any,
+    url: str,
+    n: int,
+    walls: dict[str, list[float]],
+    variant: dict[str, str] | None = None,
 ) -> dict[str, Callable[[], float]]:
     """The sides of a drain round: the raw loop, the no-I/O source and the readStream drain
-    at each of TRIGGERS, each on a fresh backlog of ``n`` members (loaded untimed); each
-    returns seconds (micro-batches for Spark's), its start-to-stop seconds go to ``walls``."""
+    at each of TRIGGERS (and with the reader options ``variant``, if any), each on a fresh
+    backlog of ``n`` members (loaded untimed); each returns seconds (micro-batches for
+    Spark's), its start-to-stop seconds go to ``walls``."""
     client = connect(url)
 
     def raw() -> float:
@@ -166,15 +171,20 @@ def drain_sides(
         assert raw_drain(client, "drain") == n
         return time.perf_counter() - start
 
-    def drain(per_trigger: int) -> Callable[[], float]:
+    def drain(per_trigger: int, key: str = "drain", **options: str) -> Callable[[], float]:
         def side() -> float:
             load(client, "drain", n)
             reader = stream(
-                spark, url, "drain", maxMembersPerTrigger=per_trigger, consumerId="bench"
+                spark,
+                url,
+                "drain",
+                maxMembersPerTrigger=per_trigger,
+                consumerId="bench",
+                **options,
             )
             busy, wall, _ = available_now(reader)
             assert ShardedIck(client, "drain", SHARDS).stats()["total_size"] == 0
-            walls.setdefault(f"drain {per_trigger}", []).append(wall)
+            walls.setdefault(f"{key} {per_trigger}", []).append(wall)
             return busy
 
         return side
@@ -191,16 +201,27 @@ def drain_sides(
     for per_trigger in TRIGGERS:
         sides[f"floor {per_trigger}"] = floor(per_trigger)
         sides[f"drain {per_trigger}"] = drain(per_trigger)
+        if variant:
+            sides[f"variant {per_trigger}"] = drain(per_trigger, "variant", **variant)
     return sides
 
 
 def bench_drain(
-    report: Report, spark: Any, url: str, n: int, rounds: int, shards: tuple[int, ...], cpus: dict
+    report: Report,
+    spark: Any,
+    url: str,
+    n: int,
+    rounds: int,
+    shards: tuple[int, ...],
+    cpus: dict[str, Any],
+    variant: dict[str, str] | None = None,
 ) -> None:
     """Per shard count, ``rounds`` alternating rounds of drain_sides; the target is each
     drain against the slower of the raw loop and the no-I/O source (the physical limit)."""
     client = connect(url)
-    report.params.update(members=n, shards=list(shards), rounds=rounds, triggers=TRIGGERS)
+    report.params.update(
+        members=n, shards=list(shards), rounds=rounds, triggers=TRIGGERS, variant=variant or {}
+    )
     with shard_count(max(shards)):  # warm-up: JIT, script loads, Python workers
         load(client, "drain", min(n, 2 * TRIGGERS[0]))
         stream_drain(spark, url, "drain", TRIGGERS[0])
@@ -211,7 +232,7 @@ def bench_drain(
         walls: dict[str, list[float]] = {}
         with shard_count(count):
             done = run_rounds(
-                f"drain, {count} shard(s)", drain_sides(spark, url, n, walls), rounds, cpus
+                f"drain, {count} shard(s)", drain_sides(spark, url, n, walls, variant), rounds, cpus
             )
         raw = f"{count} shard(s): raw loop (reserve 10k + read + commit)"
         report.add(raw, n / done.side("raw").median, "members/s")
@@ -241,6 +262,18 @@ def bench_drain(
             )
             spent = median(walls[f"drain {t}"]) - done.side(f"drain {t}").median
             report.add(f"{drain}: query start and stop, median", spent, "s")
+            if variant:
+                change = done.ratio(f"drain {t}", f"variant {t}")
+                told = "told apart" if change.excludes(1.0) else "within the noise"
+                shown = ",".join(f"{k}={v}" for k, v in variant.items())
+                report.pair(
+                    f"{drain} with {shown} vs without ({told})",
+                    n / done.side(f"variant {t}").median,
+                    "members/s",
+                    raw,
+                    done,
+                    change,
+                )
     report.add("query start and stop: no-I/O Python source (Spark's floor)", start_stop, "s")
 
 
@@ -501,13 +534,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None, help="latency, all rounds")
     parser.add_argument("--shards", default="1,4", help="shard counts of the drain")
     parser.add_argument("--parts", default="drain,latency", help="drain, latency or both")
+    parser.add_argument(
+        "--triggers", default="250000,1000000", help="maxMembersPerTrigger of the drains"
+    )
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="reader options KEY=VALUE[,KEY=VALUE]: every drain also runs with them, a side "
+        "of its own, and the change is told from noise or not (docs/sizing.md)",
+    )
     pairs.add_arguments(parser)
     args = parser.parse_args(argv)
     n = args.members or (100_000 if args.quick else 1_000_000)
     seconds = args.seconds or (20.0 if args.quick else 60.0)
     shards = tuple(int(x) for x in args.shards.split(","))
     parts = set(args.parts.split(","))
-    suffix = "_quick" if args.quick else ""
+    global TRIGGERS
+    TRIGGERS = tuple(int(x) for x in args.triggers.split(","))
+    variant = dict(kv.split("=", 1) for kv in args.variant.split(",") if kv)
+    suffix = ("_quick" if args.quick else "") + ("_variant" if args.variant else "")
     with redis_server() as server:
         cpus = pairs.layout(server.process.pid if server.process else None, args.own_core)
         spark = spark_session("bench-reader", **{"spark.ui.showConsoleProgress": "false"})
@@ -516,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
         loads = {"loadavg_start": list(os.getloadavg()), "cpus": cpus}
         if "drain" in parts:
             drain = Report(f"reader_drain{suffix}", params=dict(loads))
-            bench_drain(drain, spark, server.url, n, args.rounds, shards, cpus)
+            bench_drain(drain, spark, server.url, n, args.rounds, shards, cpus, variant)
             drain.params["loadavg_end"] = list(os.getloadavg())
             drain.show()
         if "latency" in parts:
