@@ -164,26 +164,27 @@ def drain_sides(
     backlog of ``n`` members (loaded untimed); each returns seconds (micro-batches for
     Spark's), its start-to-stop seconds go to ``walls``."""
     client = connect(url)
+    name = f"drain{SHARDS}"  # one Ick per shard count: a shard count is fixed once written
 
     def raw() -> float:
-        load(client, "drain", n)
+        load(client, name, n)
         start = time.perf_counter()
-        assert raw_drain(client, "drain") == n
+        assert raw_drain(client, name) == n
         return time.perf_counter() - start
 
     def drain(per_trigger: int, key: str = "drain", **options: str) -> Callable[[], float]:
         def side() -> float:
-            load(client, "drain", n)
+            load(client, name, n)
             reader = stream(
                 spark,
                 url,
-                "drain",
+                name,
                 maxMembersPerTrigger=per_trigger,
                 consumerId="bench",
                 **options,
             )
             busy, wall, _ = available_now(reader)
-            assert ShardedIck(client, "drain", SHARDS).stats()["total_size"] == 0
+            assert ShardedIck(client, name, SHARDS).stats()["total_size"] == 0
             walls.setdefault(f"{key} {per_trigger}", []).append(wall)
             return busy
 
@@ -223,9 +224,10 @@ def bench_drain(
         members=n, shards=list(shards), rounds=rounds, triggers=TRIGGERS, variant=variant or {}
     )
     with shard_count(max(shards)):  # warm-up: JIT, script loads, Python workers
-        load(client, "drain", min(n, 2 * TRIGGERS[0]))
-        stream_drain(spark, url, "drain", TRIGGERS[0])
-        raw_drain(client, "drain")
+        load(client, "warm", min(n, 2 * TRIGGERS[0]))
+        stream_drain(spark, url, "warm", TRIGGERS[0])
+        load(client, "warm", min(n, 2 * TRIGGERS[0]))
+        raw_drain(client, "warm")
         available_now(floor_drain(spark, min(n, 2 * TRIGGERS[0]), TRIGGERS[0]))
     start_stop = min(floor_query(spark) for _ in range(2))
     for count in shards:

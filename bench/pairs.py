@@ -127,7 +127,7 @@ def run_rounds(
     the value it measured (seconds, members/s: the caller's unit)."""
     result = Rounds(name, list(sides), cpus=dict(cpus or {}))
     for i in range(rounds):
-        order = list(sides) if i % 2 == 0 else list(reversed(sides))
+        order = list(sides) if i % 2 == 0 else list(reversed(list(sides)))
         values = {side: float(sides[side]()) for side in order}
         result.add(values, order)
         if verbose:
