@@ -1026,6 +1026,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--repeat",
+        "--rounds",
         type=int,
         default=None,
         help="rounds of the phases, alternating which of raw and connector goes first "

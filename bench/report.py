@@ -28,7 +28,8 @@ from noise only when 1.0 (or the figure compared with) lies outside the min-max 
 rounds. Ratios are throughput against throughput (higher is better) or milliseconds
 against milliseconds (lower is better), as the target says. The load average (1, 5, 15
 minutes) is read after each round; this machine has 2 cores shared by other work, so
-read every figure with its load. docs/sizing.md#benchmark-pairs says how to read them.
+read every figure with its load. [Sizing](../sizing.md#benchmark-pairs) says how they are
+made and what they found.
 """
 
 
