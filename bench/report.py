@@ -71,7 +71,8 @@ def rounds_table(rounds: dict[str, Any]) -> list[str]:
     """One line per round: the order, the load, every side's value."""
     sides = rounds["sides"]
     out = [
-        f"Rounds of {rounds['name']} (each side's value: seconds, or ms for latency p50):",
+        f"Rounds of {rounds['name']} (each side's value: seconds for drains and writes, ms "
+        "of the p50 for latency, us for calls):",
         "",
         "| round | order | load 1/5/15 min | " + " | ".join(sides) + " |",
         "| --- | --- | --- | " + " | ".join("---:" for _ in sides) + " |",
