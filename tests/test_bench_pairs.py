@@ -68,3 +68,26 @@ def test_spread_quartiles() -> None:
     assert spread.excludes(0.5) and spread.excludes(5.5) and not spread.excludes(1.0)
     with pytest.raises(ValueError, match="at least one round"):
         Spread.of([])
+
+
+def test_the_records_page_shows_median_spread_and_load(tmp_path: Path) -> None:
+    import json
+
+    import report
+    from common import Report
+
+    rounds = run_rounds(
+        "pair", {"raw": lambda: 1.0, "ours": lambda: 2.0}, MIN_ROUNDS, verbose=False
+    )
+    rep = Report("pair_test")
+    rep.add("raw", 1.0, "s")
+    rep.pair("ours", 2.0, "s", "raw", rounds, rounds.ratio("ours", "raw"), maximum=1.5)
+    path = tmp_path / "pair_test.json"
+    rows = [{**vars(r)} for r in rep.rows]
+    path.write_text(
+        json.dumps({"name": rep.name, "rows": rows, "rounds": [rounds.json()], "params": {}})
+    )
+    page = report.render([path])
+    assert "| ours | 2.000 | s | 2.000 | 2.000-2.000 | 2.000-2.000 | <= 1.5 **missed** |" in page
+    load = "/".join(f"{x:.2f}" for x in rounds.loads[1])
+    assert f"| 2 | reversed | {load} | 1 | 2 |" in page
