@@ -2,28 +2,33 @@
 against a raw baseline of the same run (issue 14's targets).
 
 calls:  the median wall time of one client call (Ick add, reserve and commit of one member;
-        Dehydrator push, gidpush, look, ttn, update, pull), alternated with a raw EVALSHA round trip
-        of a one-key script; target <= 1.3x the raw round trip.
+        Dehydrator push, gidpush, look, ttn, update, pull) against a raw EVALSHA round trip
+        of a one-key script, in alternating rounds (bench/pairs.py: each side's median of
+        its calls per round, the median ratio over the rounds with its spread); target
+        <= 1.3x the raw round trip.
 server: Redis time per call (INFO commandstats) of dh_push with one element, against a raw
         ZADD + HSET pair (target <= 10 us); per element in bulk, dh_push against pipelined
         ZADD + HSET (target <= 1.2x) and poll (dh_take; target <= 1.0 us); ickadd in bulk
         (the writer's script) against pipelined ZADD LT. Bulk rows also give INFO cpu.
 
-    python bench/bench_calls.py [--quick]
+    python bench/bench_calls.py [--quick] [--rounds 5] [--own-core]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import pairs
 from bench_core import server_cpu
 from bench_dehydrator import raw_poll, raw_push, redis_ms
 from common import Report
+from pairs import run_rounds
 
 from pyspark_ick import Dehydrator, Ick, connect, scripts
 from pyspark_ick.bounds import ICK_CHUNK as CHUNK
@@ -31,17 +36,6 @@ from pyspark_ick.packing import pack_chunks
 from pyspark_ick.testing import redis_server
 
 HOUR = 3_600_000
-
-
-def median_us(calls: dict[str, Callable[[int], Any]], n: int) -> dict[str, float]:
-    """Median wall time (us) of each call, the calls interleaved round robin."""
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for i in range(n):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call(i)
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(s) * 1e6 for name, s in samples.items()}
 
 
 class Spent(NamedTuple):
@@ -79,31 +73,68 @@ def bulk_rows(
     )
 
 
-def bench_calls(report: Report, client: Any, n: int) -> None:
+def bench_calls(
+    report: Report, client: Any, n: int, rounds: int = 5, cpus: dict[str, Any] | None = None
+) -> None:
+    """``n`` calls of each kind in ``rounds`` alternating rounds against the raw round trip."""
     raw_sha = client.script_load("return redis.call('EXISTS', KEYS[1])")
     ick, d = Ick(client, "calls"), Dehydrator(client, "calls")
     ick.add({"warm": 1.0})
     d.push("warm", "x", HOUR)
     d.push("kept", "element", HOUR)
-    held: list[str] = []
-    times = median_us(
-        {
-            "raw": lambda i: client.evalsha(raw_sha, 1, "k"),
-            "Ick.add, one member": lambda i: ick.add({f"m{i}": float(i)}),
-            "Dehydrator.push": lambda i: d.push(f"p{i}", "element", HOUR),
-            "Dehydrator.gidpush": lambda i: d.gidpush("element", HOUR),
-            "Dehydrator.look": lambda i: d.look(f"p{i}"),
-            "Dehydrator.ttn": lambda i: d.ttn(),
-            "Dehydrator.update": lambda i: d.update("kept", f"element {i}"),
-            "Dehydrator.pull": lambda i: d.pull(f"p{i}"),
-            "Ick.reserve(1)": lambda i: held.append(ick.reserve(1)[0][0]),
-            "Ick.commit, one member": lambda i: ick.commit(held.pop()),
-        },
-        n,
+    per_round = max(1, n // rounds)
+    counter = iter(range(10**9))
+
+    def pushed() -> str:
+        key = f"q{next(counter)}"
+        d.push(key, "element", HOUR)
+        return key
+
+    def held() -> Any:
+        ick.add({f"h{next(counter)}": 0.0})
+        return ick.reserve(1)[0][0]
+
+    calls: dict[str, tuple[Callable[[], Any] | None, Callable[[Any], Any]]] = {
+        "raw": (None, lambda _: client.evalsha(raw_sha, 1, "k")),
+        "Ick.add, one member": (None, lambda _: ick.add({f"m{next(counter)}": 1.0})),
+        "Dehydrator.push": (None, lambda _: d.push(f"p{next(counter)}", "element", HOUR)),
+        "Dehydrator.gidpush": (None, lambda _: d.gidpush("element", HOUR)),
+        "Dehydrator.look": (None, lambda _: d.look("kept")),
+        "Dehydrator.ttn": (None, lambda _: d.ttn()),
+        "Dehydrator.update": (None, lambda _: d.update("kept", f"element {next(counter)}")),
+        "Dehydrator.pull": (pushed, lambda key: d.pull(key)),
+        "Ick.reserve(1)": (lambda: ick.add({f"r{next(counter)}": 0.0}), lambda _: ick.reserve(1)),
+        "Ick.commit, one member": (held, lambda member: ick.commit(member)),
+    }
+
+    def side(setup: Callable[[], Any] | None, call: Callable[[Any], Any]) -> Callable[[], float]:
+        def measure() -> float:
+            times = []
+            for _ in range(per_round):
+                arg = setup() if setup else None
+                start = time.perf_counter()
+                call(arg)
+                times.append(time.perf_counter() - start)
+            return statistics.median(times) * 1e6
+
+        return measure
+
+    done = run_rounds(
+        "calls", {name: side(*pair) for name, pair in calls.items()}, rounds, cpus, False
     )
-    report.add("raw EVALSHA round trip", times.pop("raw"), "us")
-    for name, us in times.items():
-        report.compare(name, us, "us", "raw EVALSHA round trip", maximum=1.3)
+    base = "raw EVALSHA round trip"
+    report.add(base, done.side("raw").median, "us")
+    for name in calls:
+        if name != "raw":
+            report.pair(
+                name,
+                done.side(name).median,
+                "us",
+                base,
+                done,
+                done.ratio(name, "raw"),
+                maximum=1.3,
+            )
 
 
 def bench_server(report: Report, client: Any, n: int, bulk: int) -> None:
@@ -196,14 +227,21 @@ def bench_ickadd(report: Report, client: Any, bulk: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    pairs.add_arguments(parser)
     args = parser.parse_args(argv)
     n, bulk = (500, 20_000) if args.quick else (5_000, 200_000)
-    report = Report("bench_calls", params={"calls": n, "bulk": bulk})
+    report = Report(
+        "bench_calls_quick" if args.quick else "bench_calls",
+        params={"calls": n, "bulk": bulk, "loadavg_start": list(os.getloadavg())},
+    )
     with redis_server() as server:
+        cpus = pairs.layout(server.process.pid if server.process else None, args.own_core)
+        report.params.update(cpus=cpus, rounds=args.rounds)
         client = connect(server.url)
-        bench_calls(report, client, n)
+        bench_calls(report, client, n, args.rounds, cpus)
         client.flushall()
         bench_server(report, client, n, bulk)
+    report.params["loadavg_end"] = list(os.getloadavg())
     report.show()
     return 0
 

@@ -36,8 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_reader
 import numpy as np
+import pairs
 from bench_core import raw_zadd, server_cpu
 from common import Report
+from pairs import Rounds
 
 from pyspark_ick import Dehydrator, Ick, ShardedIck, bounds, connect, lua
 from pyspark_ick.reservations import ReservationLog
@@ -192,18 +194,6 @@ def prioritize(pids: dict[str, int | None], nice: int) -> dict[str, Any]:
     return done
 
 
-def own_core(pid: int | None) -> dict[str, Any]:
-    """Give process ``pid`` (our redis-server) the first CPU of this process's and move
-    this process (and so the probe and Spark, started after) to the others: the core a
-    production Redis has to itself. Returns the CPUs of each, or why not."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if pid is None or len(cpus) < 2:
-        return {"left alone": f"pid {pid}, CPUs {cpus}"}
-    os.sched_setaffinity(pid, {cpus[0]})
-    os.sched_setaffinity(0, set(cpus[1:]))
-    return {"redis-server": [cpus[0]], "the rest": cpus[1:]}
-
-
 def quantiles(values: np.ndarray) -> dict[str, float]:
     """p50, p99, p99.9 and max of ``values`` (nearest rank, as common.percentile)."""
     if not len(values):
@@ -343,6 +333,8 @@ class Lab:
     slowlog_us: int
     names: dict[str, str] = field(default_factory=script_names)
     phases: dict[str, Phase] = field(default_factory=dict)
+    rounds: dict[str, Rounds] = field(default_factory=dict)  # raw against connector, by phase
+    cpus: dict[str, Any] = field(default_factory=dict)  # pairs.layout
     admin: Any = field(init=False)  # plain redis-py (bytes): SLOWLOG, INFO, CONFIG
     client: Any = field(init=False)  # the connector's client (pyspark_ick.connect)
 
@@ -363,6 +355,11 @@ class Lab:
     def phase(self, key: str, name: str, connector: bool = True) -> Phase:
         """The phase ``key``, created on first use."""
         return self.phases.setdefault(key, Phase(name, connector))
+
+    def pair_round(self, key: str, name: str, raw: float, ours: float, order: list[str]) -> None:
+        """One round of the pair ``key`` (seconds of the raw baseline and the connector)."""
+        rounds = self.rounds.setdefault(key, Rounds(name, ["raw", "connector"], cpus=self.cpus))
+        rounds.add({"raw": raw, "connector": ours}, order)
 
     def log_slow_calls(self) -> None:
         """SLOWLOG every call slower than ``slowlog_us`` from now on, emptied."""
@@ -430,22 +427,34 @@ def run_available_now(reader: Any) -> tuple[float, int]:
 
 
 def drain(lab: Lab, n: int, shards: int, rep: int) -> None:
-    """(a): the raw loop, then readStream at default options, each on a fresh backlog."""
+    """(a): the raw loop and readStream at default options, each on a fresh backlog, the
+    raw loop first in even rounds and second in odd ones."""
     raw = lab.phase(f"raw{shards}", f"(a) raw loop, {shards} shard(s)", connector=False)
     stream = lab.phase(f"drain{shards}", f"(a) readStream drain, {shards} shard(s)")
-    with reader_shards(shards):
+    busy = 0.0
+
+    def run_raw() -> None:
         bench_reader.load(lab.client, f"raw{shards}.{rep}", n)
         got = measure(lab, raw, lambda: bench_reader.raw_drain(lab.client, f"raw{shards}.{rep}"))
         assert got == n, (got, n)
-        raw.items, raw.busy = n, raw.walls
+
+    def run_stream() -> None:
+        nonlocal busy
         name = f"drain{shards}.{rep}"
         bench_reader.load(lab.client, name, n)
         reader = bench_reader.stream(lab.spark, lab.url, name)  # default options
         busy, rows = measure(lab, stream, lambda: run_available_now(reader))
         assert rows == n, (rows, n)
         assert ShardedIck(lab.client, name, shards).stats()["total_size"] == 0
+
+    order = ["raw", "connector"] if rep % 2 == 0 else ["connector", "raw"]
+    with reader_shards(shards):
+        for side in order:
+            run_raw() if side == "raw" else run_stream()
+    raw.items, raw.busy = n, raw.walls
     stream.items = n
     stream.busy.append(busy)
+    lab.pair_round(f"drain{shards}", f"drain, {shards} shard(s)", raw.walls[-1], busy, order)
 
 
 def writer_frame(spark: Any, n: int) -> Any:
@@ -460,26 +469,36 @@ def writer_frame(spark: Any, n: int) -> Any:
 
 
 def write(lab: Lab, df: Any, n: int, mapping: dict[str, float], rep: int) -> str:
-    """(b): raw pipelined ZADD LT, then df.write.format("ick"); returns the Ick written."""
+    """(b): raw pipelined ZADD LT and df.write.format("ick"), alternating which goes first;
+    returns the Ick written."""
     raw = lab.phase("rawzadd", "(b) raw pipelined ZADD LT", connector=False)
     sink = lab.phase("write", '(b) df.write.format("ick")')
-    measure(lab, raw, lambda: raw_zadd(lab.client, f"rawzadd.{rep}", mapping))
-    lab.client.unlink(f"rawzadd.{rep}")
     name = f"written.{rep}"
-    measure(
-        lab,
-        sink,
-        lambda: (
-            df.write.format("ick")
-            .option("redis.url", lab.url)
-            .option("ick", name)
-            .mode("append")
-            .save()
-        ),
-    )
+
+    def run_raw() -> None:
+        measure(lab, raw, lambda: raw_zadd(lab.client, f"rawzadd.{rep}", mapping))
+        lab.client.unlink(f"rawzadd.{rep}")
+
+    def run_sink() -> None:
+        measure(
+            lab,
+            sink,
+            lambda: (
+                df.write.format("ick")
+                .option("redis.url", lab.url)
+                .option("ick", name)
+                .mode("append")
+                .save()
+            ),
+        )
+
+    order = ["raw", "connector"] if rep % 2 == 0 else ["connector", "raw"]
+    for side in order:
+        run_raw() if side == "raw" else run_sink()
     assert ShardedIck(lab.client, name).stats()["total_size"] == n
     raw.items = sink.items = n
     raw.busy, sink.busy = raw.walls, sink.walls
+    lab.pair_round("write", "write", raw.walls[-1], sink.walls[-1], order)
     return name
 
 
@@ -831,35 +850,47 @@ def phase_rows(report: Report, phase: Phase, idle_name: str) -> None:
     report.add(f"{phase.name}: CPU stolen by the hypervisor", phase.stolen, "s")
 
 
-def throughput_rows(report: Report, phases: dict[str, Phase]) -> None:
-    """Throughput of each workload; the drains and the writer against their raw baselines."""
+def throughput_rows(report: Report, lab: Lab) -> None:
+    """Throughput of each workload; the drains and the writer against their raw baselines
+    as the median ratio of the alternating rounds (pairs.py), with its spread."""
+    phases = lab.phases
     for shards in (1, 8):
         if f"raw{shards}" not in phases:
             continue
         raw, stream = phases[f"raw{shards}"], phases[f"drain{shards}"]
-        base = report.add(f"{raw.name}: throughput", raw.throughput, "members/s").name
-        report.compare(
-            f"{stream.name}: micro-batches",
-            stream.throughput,
+        done = lab.rounds[f"drain{shards}"]
+        base = report.add(
+            f"{raw.name}: throughput, median", raw.items / done.side("raw").median, "members/s"
+        ).name
+        report.pair(
+            f"{stream.name}: micro-batches, median",
+            stream.items / done.side("connector").median,
             "members/s",
             base,
+            done,
+            done.ratio("raw", "connector"),
             minimum=DRAIN_RATIO,
         )
         report.compare(
-            f"{stream.name}: query start to stop",
+            f"{stream.name}: query start to stop, best",
             stream.items / min(stream.walls),
             "members/s",
             base,
         )
     if "rawzadd" in phases:
+        done = lab.rounds["write"]
         base = report.add(
-            f"{phases['rawzadd'].name}: throughput", phases["rawzadd"].throughput, "members/s"
+            f"{phases['rawzadd'].name}: throughput, median",
+            phases["rawzadd"].items / done.side("raw").median,
+            "members/s",
         ).name
-        report.compare(
-            f"{phases['write'].name}: throughput",
-            phases["write"].throughput,
+        report.pair(
+            f"{phases['write'].name}: throughput, median",
+            phases["write"].items / done.side("connector").median,
             "members/s",
             base,
+            done,
+            done.ratio("raw", "connector"),
             minimum=WRITER_RATIO,
         )
         report.add(
@@ -960,10 +991,11 @@ def build_report(
 ) -> Report:
     """Every row, in the order of the phases."""
     report = Report(name, params=params)
+    report.rounds = list(lab.rounds.values())
     idle_name = lab.phases["idle"].name
     for phase in lab.phases.values():
         phase_rows(report, phase, idle_name)
-    throughput_rows(report, lab.phases)
+    throughput_rows(report, lab)
     if memory:
         report.add(
             f"memory: bytes per queued member ({memory['member_bytes']:.0f}-byte members)",
@@ -994,10 +1026,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--repeat",
+        "--rounds",
         type=int,
         default=None,
-        help="rounds of the phases, alternating raw and connector "
-        "(throughput: the best of each; default 3, --quick 1)",
+        help="rounds of the phases, alternating which of raw and connector goes first "
+        "(throughput: the median ratio of the rounds with its spread; default 5, --quick 1)",
     )
     parser.add_argument(
         "--idle-seconds",
@@ -1042,7 +1075,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if not args.phases <= set(PHASES):
         parser.error(f"--phases: not phases: {sorted(args.phases - set(PHASES))}")
     args.members = args.members or (50_000 if args.quick else 1_000_000)
-    args.repeat = args.repeat or (1 if args.quick else 3)
+    args.repeat = args.repeat or (1 if args.quick else pairs.MIN_ROUNDS)
     args.idle_seconds = args.idle_seconds or (3.0 if args.quick else 10.0)
     args.sizes = [
         int(s)
@@ -1060,8 +1093,7 @@ def laboratory(args: argparse.Namespace, params: dict[str, Any]) -> Iterator[Lab
     with ExitStack() as stack:
         server = start_binary()
         stack.callback(server.stop)
-        if args.own_core:
-            params["own_core"] = own_core(server.process.pid if server.process else None)
+        params["cpus"] = pairs.layout(server.process.pid if server.process else None, args.own_core)
         probe = Probe(server, args.probe_gap_us)
         stack.callback(probe.close)
         params["nice"] = prioritize(
@@ -1074,7 +1106,9 @@ def laboratory(args: argparse.Namespace, params: dict[str, Any]) -> Iterator[Lab
         spark = spark_session("bench-neighbour", **{"spark.ui.showConsoleProgress": "false"})
         stack.callback(spark.stop)
         spark.sparkContext.setLogLevel("ERROR")
-        yield Lab(server, spark, probe, args.slowlog_us)
+        lab = Lab(server, spark, probe, args.slowlog_us)
+        lab.cpus = params["cpus"]
+        yield lab
 
 
 def run_all(

@@ -1,34 +1,47 @@
-"""Benchmarks of readStream.format("ick"), each against a raw-Redis baseline of the same run
-and against Spark's own floor for a Python stream source (bench/spark_floor.py: a source
-with no I/O at all).
+"""Benchmarks of readStream.format("ick"), each against baselines of the same run in
+alternating rounds (bench/pairs.py: the median ratio over the rounds, its quartiles and
+min-max, the load average of each round).
 
 drain:   N queued members (1,000,000; --quick 100,000) through readStream -> noop sink
-         (Trigger.AvailableNow), at maxMembersPerTrigger 250,000 and 1,000,000, against one
-         Python loop doing reserve 10,000 + read + commit with the same Lua scripts. The
-         ratio target (>= 0.9) applies to the drain itself: the micro-batches (Spark's
-         triggerExecution). The wall time with query start and stop is shown too, with the
-         start and stop of a query of the no-I/O source: Spark's fixed cost per query.
+         (Trigger.AvailableNow), at maxMembersPerTrigger 250,000 and 1,000,000, on 1 and 4
+         shards. Baselines: one Python loop doing reserve 10,000 + read + commit with the
+         same Lua scripts (Redis's part), and the no-I/O source (spark_floor.py's format
+         "backlog") run through the same micro-batches and tasks (Spark's part). Target:
+         the micro-batches (Spark's triggerExecution) >= 0.9 of the physical limit, the
+         slower of the two, as the median of the rounds; against the raw loop too.
 latency: producers add 1,000 members/s (score = add time) while a query with trigger
-         processingTime=0 runs; p50/p99 of arrival in foreachBatch minus score. Targets
-         p50 and p99 <= 1.05x Spark's floor (below). Baselines: the same producers and a Python loop
-         reserving, reading and committing as fast as it can; and the no-I/O source with
-         the same trigger and sink (events at 1,000/s, available the moment they happen),
-         while the same producers add to an Ick nobody reads: the same load on the machine.
-         Spark's durationMs per step of both, median of the triggers that delivered rows.
+         processingTime=0 runs; p50/p99 of arrival in foreachBatch minus score, per round.
+         Baseline: the no-I/O source with the same trigger and sink (events at 1,000/s,
+         available the moment they happen) while the same producers add to an Ick nobody
+         reads; targets p50 <= 1.05x and p99 <= 1.1x it. Also the raw loop. Spark's
+         durationMs per step of the triggers that delivered rows, and which triggers hold
+         the p99 (params.tail in the JSON).
 
-    python bench/bench_reader.py [--quick]
+    python bench/bench_reader.py [--quick] [--rounds 5] [--own-core] [--shards 1,4]
+        [--parts drain,latency]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pairs
 import spark_floor
 from common import Report, median, percentile
+from pairs import Spread, run_rounds
 
 from pyspark_ick import ShardedIck, connect
 from pyspark_ick.keys import shard_names
@@ -80,79 +93,190 @@ def stream(spark: Any, url: str, name: str, **options: Any) -> Any:
     return reader.load()
 
 
-def stream_drain(spark: Any, url: str, name: str, per_trigger: int) -> float:
-    """Drain with Trigger.AvailableNow; returns the seconds spent in micro-batches
-    (Spark's triggerExecution: without the query's start and stop)."""
+def progress_seconds(query: Any) -> float:
+    """Seconds the query spent in micro-batches (Spark's triggerExecution)."""
+    return sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
+
+
+def available_now(reader: Any) -> tuple[float, float, int]:
+    """Drain streaming DataFrame ``reader`` into the noop sink with Trigger.AvailableNow;
+    returns (seconds in micro-batches, seconds from start to stop, micro-batches)."""
+    start = time.perf_counter()
     query = (
-        stream(spark, url, name, maxMembersPerTrigger=per_trigger, consumerId="bench")
-        .writeStream.format("noop")
+        reader.writeStream.format("noop")
         .trigger(availableNow=True)
         .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-"))
         .start()
     )
     query.awaitTermination()
-    return sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
+    wall = time.perf_counter() - start
+    batches = sum(1 for p in query.recentProgress if p["numInputRows"])
+    return progress_seconds(query), wall, batches
+
+
+def stream_drain(spark: Any, url: str, name: str, per_trigger: int) -> float:
+    """Drain with Trigger.AvailableNow; returns the seconds spent in micro-batches
+    (Spark's triggerExecution: without the query's start and stop)."""
+    reader = stream(spark, url, name, maxMembersPerTrigger=per_trigger, consumerId="bench")
+    return available_now(reader)[0]
+
+
+def floor_drain(spark: Any, n: int, per_trigger: int, per_partition: int = 100_000) -> Any:
+    """The no-I/O source with ``n`` rows waiting, the same micro-batches and tasks as a
+    drain of ``n`` members at ``per_trigger`` (spark_floor.py's format "backlog")."""
+    return (
+        spark.readStream.format("backlog")
+        .option("members", n)
+        .option("perTrigger", per_trigger)
+        .option("minPerPartition", per_partition)
+        .load()
+    )
 
 
 def floor_query(spark: Any) -> float:
     """Seconds for a Trigger.AvailableNow query of the no-I/O source, start to stop."""
-    start = time.perf_counter()
-    query = (
-        spark.readStream.format("clock")
-        .load()
-        .writeStream.format("noop")
-        .trigger(availableNow=True)
-        .option("checkpointLocation", tempfile.mkdtemp(prefix="bench-ckpt-"))
-        .start()
-    )
-    query.awaitTermination()
-    return time.perf_counter() - start
+    return available_now(spark.readStream.format("clock").load())[1]
 
 
-def bench_drain(report: Report, spark: Any, url: str, n: int, repeat: int) -> None:
+@contextmanager
+def shard_count(shards: int) -> Iterator[None]:
+    """load, raw_drain and stream work on ``shards`` shards in the block."""
+    global SHARDS
+    saved, SHARDS = SHARDS, shards
+    try:
+        yield
+    finally:
+        SHARDS = saved
+
+
+TRIGGERS: tuple[int, ...] = (250_000, 1_000_000)  # --triggers
+
+
+def drain_sides(
+    spark: Any,
+    url: str,
+    n: int,
+    walls: dict[str, list[float]],
+    variant: dict[str, str] | None = None,
+) -> dict[str, Callable[[], float]]:
+    """The sides of a drain round: the raw loop, the no-I/O source and the readStream drain
+    at each of TRIGGERS (and with the reader options ``variant``, if any), each on a fresh
+    backlog of ``n`` members (loaded untimed); each returns seconds (micro-batches for
+    Spark's), its start-to-stop seconds go to ``walls``."""
     client = connect(url)
-    base = "drain raw loop (reserve 10k + read + commit)"
-    triggers = (250_000, 1_000_000)
-    raw: list[float] = []
-    total: dict[int, list[float]] = {t: [] for t in triggers}
-    batches: dict[int, list[float]] = {t: [] for t in triggers}
-    # warm-up: JIT, script loads, and as many Python workers as a drain batch has tasks
-    load(client, "drain", min(n, 2 * triggers[0]))
-    stream_drain(spark, url, "drain", triggers[0])
-    raw_drain(client, "drain")
-    floor = min(floor_query(spark) for _ in range(2))
-    for _ in range(repeat):  # alternate, best of `repeat` each
-        load(client, "drain", n)
+    name = f"drain{SHARDS}"  # one Ick per shard count: a shard count is fixed once written
+
+    def raw() -> float:
+        load(client, name, n)
         start = time.perf_counter()
-        assert raw_drain(client, "drain") == n
-        raw.append(time.perf_counter() - start)
-        for per_trigger in triggers:
-            load(client, "drain", n)
-            start = time.perf_counter()
-            batches[per_trigger].append(stream_drain(spark, url, "drain", per_trigger))
-            total[per_trigger].append(time.perf_counter() - start)
-            assert ShardedIck(client, "drain", SHARDS).stats()["total_size"] == 0
-    report.params.update(members=n, shards=SHARDS, repeat=repeat)
-    report.add(base, n / min(raw), "members/s")
-    for per_trigger in triggers:
-        report.compare(
-            f"drain readStream -> noop, maxMembersPerTrigger {per_trigger:,}: micro-batches",
-            n / min(batches[per_trigger]),
-            "members/s",
-            base,
-            minimum=0.9,
-        )
-    for per_trigger in triggers:
-        report.compare(
-            f"  the same with query start and stop ({per_trigger:,})",
-            n / min(total[per_trigger]),
-            "members/s",
-            base,
-        )
-    report.add("query start and stop: no-I/O Python source (Spark's floor)", floor, "s")
-    for per_trigger in triggers:
-        spent = min(total[per_trigger]) - min(batches[per_trigger])
-        report.add(f"query start and stop: ick drain ({per_trigger:,})", spent, "s")
+        assert raw_drain(client, name) == n
+        return time.perf_counter() - start
+
+    def drain(per_trigger: int, key: str = "drain", **options: str) -> Callable[[], float]:
+        def side() -> float:
+            load(client, name, n)
+            reader = stream(
+                spark,
+                url,
+                name,
+                maxMembersPerTrigger=per_trigger,
+                consumerId="bench",
+                **options,
+            )
+            busy, wall, _ = available_now(reader)
+            assert ShardedIck(client, name, SHARDS).stats()["total_size"] == 0
+            walls.setdefault(f"{key} {per_trigger}", []).append(wall)
+            return busy
+
+        return side
+
+    def floor(per_trigger: int) -> Callable[[], float]:
+        def side() -> float:
+            busy, wall, _ = available_now(floor_drain(spark, n, per_trigger))
+            walls.setdefault(f"floor {per_trigger}", []).append(wall)
+            return busy
+
+        return side
+
+    sides: dict[str, Callable[[], float]] = {"raw": raw}
+    for per_trigger in TRIGGERS:
+        sides[f"floor {per_trigger}"] = floor(per_trigger)
+        sides[f"drain {per_trigger}"] = drain(per_trigger)
+        if variant:
+            sides[f"variant {per_trigger}"] = drain(per_trigger, "variant", **variant)
+    return sides
+
+
+def bench_drain(
+    report: Report,
+    spark: Any,
+    url: str,
+    n: int,
+    rounds: int,
+    shards: tuple[int, ...],
+    cpus: dict[str, Any],
+    variant: dict[str, str] | None = None,
+) -> None:
+    """Per shard count, ``rounds`` alternating rounds of drain_sides; the target is each
+    drain against the slower of the raw loop and the no-I/O source (the physical limit)."""
+    client = connect(url)
+    report.params.update(
+        members=n, shards=list(shards), rounds=rounds, triggers=TRIGGERS, variant=variant or {}
+    )
+    with shard_count(max(shards)):  # warm-up: JIT, script loads, Python workers
+        load(client, "warm", min(n, 2 * TRIGGERS[0]))
+        stream_drain(spark, url, "warm", TRIGGERS[0])
+        load(client, "warm", min(n, 2 * TRIGGERS[0]))
+        raw_drain(client, "warm")
+        available_now(floor_drain(spark, min(n, 2 * TRIGGERS[0]), TRIGGERS[0]))
+    start_stop = min(floor_query(spark) for _ in range(2))
+    for count in shards:
+        walls: dict[str, list[float]] = {}
+        with shard_count(count):
+            done = run_rounds(
+                f"drain, {count} shard(s)", drain_sides(spark, url, n, walls, variant), rounds, cpus
+            )
+        raw = f"{count} shard(s): raw loop (reserve 10k + read + commit)"
+        report.add(raw, n / done.side("raw").median, "members/s")
+        for t in TRIGGERS:
+            floor = f"{count} shard(s), {t:,}/trigger: no-I/O source, same batches"
+            drain = f"{count} shard(s), {t:,}/trigger: drain"
+            per_s = {side: n / done.side(side).median for side in (f"floor {t}", f"drain {t}")}
+            report.pair(
+                floor, per_s[f"floor {t}"], "members/s", raw, done, done.ratio("raw", f"floor {t}")
+            )
+            report.pair(
+                f"{drain} vs raw loop",
+                per_s[f"drain {t}"],
+                "members/s",
+                raw,
+                done,
+                done.ratio("raw", f"drain {t}"),
+            )
+            report.pair(
+                f"{drain} vs the limit (slower of the two)",
+                per_s[f"drain {t}"],
+                "members/s",
+                raw,
+                done,
+                done.ratios(lambda v, t=t: max(v["raw"], v[f"floor {t}"]) / v[f"drain {t}"]),
+                minimum=0.9,
+            )
+            spent = median(walls[f"drain {t}"]) - done.side(f"drain {t}").median
+            report.add(f"{drain}: query start and stop, median", spent, "s")
+            if variant:
+                change = done.ratio(f"drain {t}", f"variant {t}")
+                told = "told apart" if change.excludes(1.0) else "within the noise"
+                shown = ",".join(f"{k}={v}" for k, v in variant.items())
+                report.pair(
+                    f"{drain} with {shown} vs without ({told})",
+                    n / done.side(f"variant {t}").median,
+                    "members/s",
+                    raw,
+                    done,
+                    change,
+                )
+    report.add("query start and stop: no-I/O Python source (Spark's floor)", start_stop, "s")
 
 
 class Producer(threading.Thread):
@@ -198,23 +322,39 @@ def raw_latency(client: Any, name: str, seconds: float) -> list[float]:
     return delays
 
 
+@dataclass
+class Trigger:
+    """One micro-batch of a latency query: Spark's durationMs by step, when it started
+    (s, epoch), the gap since the previous one ended, the delays of the rows it gave."""
+
+    batch: int
+    started: float
+    ms: dict[str, float]
+    gap_ms: float
+    delays: list[float] = field(default_factory=list)
+
+
+WARM_BATCHES = 3  # batches with rows before the latency is measured
+
+
 def stream_latency(
     spark: Any,
     reader: Any,
     seconds: float,
     client: Any | None = None,
     name: str = "",
-    steps: dict[str, list[float]] | None = None,
-) -> list[float]:
-    """Arrival in foreachBatch minus score, for ``seconds`` of a processingTime=0 query of
-    ``reader`` (with a Producer adding to Ick ``name`` when ``client`` is given); the
-    measured triggers' ``durationMs`` by step go to ``steps``."""
-    delays: list[float] = []
+) -> list[Trigger]:
+    """The triggers of ``seconds`` of a processingTime=0 query of ``reader`` (with a
+    Producer adding to Ick ``name`` when ``client`` is given) that delivered rows, each
+    with the delays (arrival in foreachBatch minus score) of its rows."""
+    delays: dict[int, list[float]] = {}
+    measuring = threading.Event()
 
-    def sink(df: Any, _batch: int) -> None:
+    def sink(df: Any, batch: int) -> None:
         scores = [row.score for row in df.select("score").collect()]
         now = time.time()
-        delays.extend(now - s for s in scores)
+        if measuring.is_set():
+            delays[batch] = [now - s for s in scores]
 
     query = (
         reader.writeStream.foreachBatch(sink)
@@ -223,20 +363,22 @@ def stream_latency(
         .start()
     )
     producer = Producer(client, name, 1000) if client is not None else None
+    if producer:
+        producer.start()
     try:
-        time.sleep(5)  # warm-up: the first micro-batches plan and start Python workers
-        if producer:
-            producer.start()
-        time.sleep(2)
-        delays.clear()
-        first = query.lastProgress["batchId"] if query.lastProgress else -1
+        # warm-up: the first micro-batches that deliver rows plan, start Python workers and
+        # (the Ick) take the leases; on a loaded machine the first takes seconds, so wait
+        # for WARM_BATCHES of them, not a fixed time, or it lands in the window measured
+        # (docs/sizing.md#the-latency-tail)
+        deadline = time.monotonic() + 180
+        while sum(1 for p in query.recentProgress if p["numInputRows"]) < WARM_BATCHES:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {WARM_BATCHES} batches with rows in 180 s")
+            time.sleep(0.2)
+        measuring.set()
         time.sleep(seconds)
-        measured = list(delays)
-        for progress in query.recentProgress:
-            if steps is not None and progress["batchId"] > first and progress["numInputRows"]:
-                for step, ms in progress["durationMs"].items():
-                    steps.setdefault(step, []).append(ms)
-        return measured
+        measuring.clear()
+        return triggers(query.recentProgress, delays)
     finally:
         if producer:
             producer.stopped.set()
@@ -244,72 +386,204 @@ def stream_latency(
         query.stop()
 
 
-def bench_latency(report: Report, spark: Any, url: str, seconds: float) -> None:
+def triggers(progress: list[dict[str, Any]], delays: dict[int, list[float]]) -> list[Trigger]:
+    """The measured triggers of ``progress`` (those whose batch ``delays`` has)."""
+    found: list[Trigger] = []
+    end = None
+    for p in progress:
+        started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        gap = (started - end) * 1000 if end is not None else 0.0
+        end = started + p["durationMs"].get("triggerExecution", 0) / 1000
+        if p["batchId"] in delays and p["numInputRows"]:
+            ms = {k: float(v) for k, v in p["durationMs"].items()}
+            found.append(Trigger(p["batchId"], started, ms, gap, delays[p["batchId"]]))
+    return found
+
+
+def tail(found: list[Trigger], q: float = 0.99) -> dict[str, Any]:
+    """Which triggers make the ``q`` quantile of the delays: per step of Spark's durationMs
+    (and the gap before a trigger), the median over all triggers, over the triggers holding
+    a delay at or above the quantile (the tail), and over the triggers just before those."""
+    every = [d for t in found for d in t.delays]
+    if not every:
+        return {}
+    cut = percentile(every, q)
+    index = {id(t): i for i, t in enumerate(found)}
+    slow = [t for t in found if max(t.delays) >= cut]
+    before = [found[index[id(t)] - 1] for t in slow if index[id(t)] > 0]
+    steps = sorted({k for t in found for k in t.ms} | {"gap"})
+
+    def med(group: list[Trigger], step: str) -> float:
+        values = [t.gap_ms if step == "gap" else t.ms.get(step, 0.0) for t in group]
+        return median(values) if values else float("nan")
+
+    worst = sorted(found, key=lambda t: -max(t.delays))[:3]
+    return {
+        "slowest": [
+            {
+                "batch": t.batch,
+                "max_delay_ms": max(t.delays) * 1000,
+                "ms": {**t.ms, "gap": t.gap_ms},
+                "before_ms": {**found[index[id(t)] - 1].ms, "gap": found[index[id(t)] - 1].gap_ms}
+                if index[id(t)] > 0
+                else {},
+            }
+            for t in worst
+        ],
+        "quantile": q,
+        "delay_ms": cut * 1000,
+        "triggers": len(found),
+        "tail_triggers": len(slow),
+        "tail_batches": [t.batch for t in slow],
+        "steps_ms": {
+            step: {"all": med(found, step), "tail": med(slow, step), "before": med(before, step)}
+            for step in steps
+        },
+    }
+
+
+def bench_latency(
+    report: Report, spark: Any, url: str, seconds: float, rounds: int, cpus: dict
+) -> None:
+    """``rounds`` alternating rounds of the Ick query, the no-I/O source under the same
+    producers, and the raw loop, ``seconds / rounds`` each; p50 and p99 ratios per round."""
     client = connect(url)
     # The session's first foreachBatch query is slower for a minute whatever its source
-    # (the no-I/O source: p50 230 ms first, 198 ms next): warm that path up unmeasured, or
-    # the source measured first pays for it (readStream measured first was 1.21x the floor).
-    # Each is then measured in two halves, taking turns, so that neither gets the quieter
-    # half of a machine whose speed drifts.
+    # (the no-I/O source: p50 230 ms first, 198 ms next): warm that path up unmeasured.
     stream_latency(spark, spark.readStream.format("clock").load(), min(seconds, 10.0))
-    ShardedIck(client, "lat", SHARDS).delete()
-    measured: list[float] = []
-    floor: list[float] = []
-    steps: dict[str, list[float]] = {}
-    floor_steps: dict[str, list[float]] = {}
-    for _ in range(2):
-        ick = stream(spark, url, "lat", consumerId="bench-latency")
-        measured += stream_latency(spark, ick, seconds / 2, client, "lat", steps)
-        clock = spark.readStream.format("clock").load()
+    each = seconds / rounds
+    got: dict[str, list[list[Trigger]]] = {"ick": [], "floor": []}
+    raw: list[list[float]] = []
+
+    def ick() -> float:
+        ShardedIck(client, "lat", SHARDS).delete()
+        reader = stream(spark, url, "lat", consumerId="bench-latency")
+        got["ick"].append(stream_latency(spark, reader, each, client, "lat"))
+        return percentile([d for t in got["ick"][-1] for d in t.delays], 0.5) * 1000
+
+    def floor() -> float:
         # the same producers, adding to an Ick nobody reads: the same load on the machine
-        floor += stream_latency(spark, clock, seconds / 2, client, "lat-idle", floor_steps)
+        clock = spark.readStream.format("clock").load()
+        got["floor"].append(stream_latency(spark, clock, each, client, "lat-idle"))
         ShardedIck(client, "lat-idle", SHARDS).delete()
-    ShardedIck(client, "lat2", SHARDS).delete()
-    base_producer = Producer(client, "lat2", 1000)
-    base_producer.start()
-    try:
-        base = raw_latency(client, "lat2", seconds)
-    finally:
-        base_producer.stopped.set()
-        base_producer.join()
-    report.params.update(rate=1000, seconds=seconds, trigger="processingTime=0")
+        return percentile([d for t in got["floor"][-1] for d in t.delays], 0.5) * 1000
+
+    def loop() -> float:
+        ShardedIck(client, "lat2", SHARDS).delete()
+        producer = Producer(client, "lat2", 1000)
+        producer.start()
+        try:
+            raw.append(raw_latency(client, "lat2", each))
+        finally:
+            producer.stopped.set()
+            producer.join()
+        return percentile(raw[-1], 0.5) * 1000
+
+    done = run_rounds("latency", {"ick": ick, "floor": floor, "raw": loop}, rounds, cpus)
+    report.params.update(rate=1000, seconds=seconds, trigger="processingTime=0", rounds=rounds)
+
+    def at(side: str, i: int, q: float) -> float:
+        return percentile([d for t in got[side][i] for d in t.delays], q) * 1000
+
     for q in (0.5, 0.99):
         name = f"latency p{round(q * 100)}"
-        report.add(f"{name} raw loop", percentile(base, q) * 1000, "ms")
-        floor_row = f"{name} no-I/O Python source (Spark's floor)"
-        report.add(floor_row, percentile(floor, q) * 1000, "ms")
-        report.compare(
-            f"{name} readStream -> foreachBatch",
-            percentile(measured, q) * 1000,
+        report.add(
+            f"{name} raw loop, median of rounds",
+            median([percentile(r, q) * 1000 for r in raw]),
+            "ms",
+        )
+        floor_row = f"{name} no-I/O Python source (Spark's floor), median of rounds"
+        report.add(floor_row, median([at("floor", i, q) for i in range(rounds)]), "ms")
+        report.pair(
+            f"{name} readStream -> foreachBatch, median of rounds",
+            median([at("ick", i, q) for i in range(rounds)]),
             "ms",
             floor_row,
-            maximum=1.05,
+            done,
+            Spread.of([at("ick", i, q) / at("floor", i, q) for i in range(rounds)]),
+            maximum=1.1 if q > 0.5 else 1.05,
         )
-    report.add("latency members measured", len(measured), "members")
+    report.add(
+        "latency members measured (readStream)",
+        sum(len(t.delays) for r in got["ick"] for t in r),
+        "members",
+    )
+    every = {side: [t for r in got[side] for t in r] for side in got}
     # where a trigger's time goes: Spark's durationMs of the triggers that delivered rows
-    for step in sorted(steps, key=lambda k: -median(steps[k])):
+    steps = {k for t in every["ick"] for k in t.ms}
+    for step in sorted(steps, key=lambda k: -median([t.ms.get(k, 0.0) for t in every["ick"]])):
         floor_step = f"trigger {step}, median: no-I/O source"
-        report.add(floor_step, median(floor_steps.get(step, [0.0])), "ms")
-        report.compare(f"trigger {step}, median: readStream", median(steps[step]), "ms", floor_step)
+        report.add(floor_step, median([t.ms.get(step, 0.0) for t in every["floor"]]), "ms")
+        report.compare(
+            f"trigger {step}, median: readStream",
+            median([t.ms.get(step, 0.0) for t in every["ick"]]),
+            "ms",
+            floor_step,
+        )
+    report.params["tail"] = {side: tail(every[side]) for side in every}
+    for side, found in report.params["tail"].items():
+        if not found:
+            continue
+        print(
+            f"\n{side}: p99 {found['delay_ms']:.0f} ms, {found['tail_triggers']} of "
+            f"{found['triggers']} triggers hold the tail; median ms all / tail / the one before"
+        )
+        for step, ms in sorted(found["steps_ms"].items(), key=lambda kv: -kv[1]["all"]):
+            print(f"  {step:<18} {ms['all']:8.1f} {ms['tail']:8.1f} {ms['before']:8.1f}")
+        for worst in found["slowest"]:
+            steps = ", ".join(f"{k} {v:.0f}" for k, v in worst["ms"].items() if v)
+            before = ", ".join(f"{k} {v:.0f}" for k, v in worst["before_ms"].items() if v)
+            print(f"  batch {worst['batch']}: {worst['max_delay_ms']:.0f} ms: {steps}")
+            print(f"    the trigger before: {before}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100,000 members, 1 round, 10 s")
-    args = parser.parse_args()
-    n, repeat, seconds = (100_000, 1, 10.0) if args.quick else (1_000_000, 2, 30.0)
-    spark = spark_session("bench-reader", **{"spark.ui.showConsoleProgress": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_floor.register(spark)
+    parser.add_argument(
+        "--quick", action="store_true", help="100,000 members, 20 s of latency in all"
+    )
+    parser.add_argument("--members", type=int, default=None, help="drain backlog")
+    parser.add_argument("--seconds", type=float, default=None, help="latency, all rounds")
+    parser.add_argument("--shards", default="1,4", help="shard counts of the drain")
+    parser.add_argument("--parts", default="drain,latency", help="drain, latency or both")
+    parser.add_argument(
+        "--triggers", default="250000,1000000", help="maxMembersPerTrigger of the drains"
+    )
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="reader options KEY=VALUE[,KEY=VALUE]: every drain also runs with them, a side "
+        "of its own, and the change is told from noise or not (docs/sizing.md)",
+    )
+    pairs.add_arguments(parser)
+    args = parser.parse_args(argv)
+    n = args.members or (100_000 if args.quick else 1_000_000)
+    seconds = args.seconds or (20.0 if args.quick else 60.0)
+    shards = tuple(int(x) for x in args.shards.split(","))
+    parts = set(args.parts.split(","))
+    global TRIGGERS
+    TRIGGERS = tuple(int(x) for x in args.triggers.split(","))
+    variant = dict(kv.split("=", 1) for kv in args.variant.split(",") if kv)
+    suffix = ("_quick" if args.quick else "") + ("_variant" if args.variant else "")
     with redis_server() as server:
-        drain = Report("reader_drain")
-        bench_drain(drain, spark, server.url, n, repeat)
-        drain.show()
-        latency = Report("reader_latency")
-        bench_latency(latency, spark, server.url, seconds)
-        latency.show()
-    spark.stop()
+        cpus = pairs.layout(server.process.pid if server.process else None, args.own_core)
+        spark = spark_session("bench-reader", **{"spark.ui.showConsoleProgress": "false"})
+        spark.sparkContext.setLogLevel("ERROR")
+        spark_floor.register(spark)
+        loads = {"loadavg_start": list(os.getloadavg()), "cpus": cpus}
+        if "drain" in parts:
+            drain = Report(f"reader_drain{suffix}", params=dict(loads))
+            bench_drain(drain, spark, server.url, n, args.rounds, shards, cpus, variant)
+            drain.params["loadavg_end"] = list(os.getloadavg())
+            drain.show()
+        if "latency" in parts:
+            latency = Report(f"reader_latency{suffix}", params=dict(loads))
+            bench_latency(latency, spark, server.url, seconds, args.rounds, cpus)
+            latency.params["loadavg_end"] = list(os.getloadavg())
+            latency.show()
+        spark.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,15 +6,17 @@ this one Python process pipelining ``ZADD key LT`` commands of 1,000 members eac
 with hiredis) into the same Redis. Also the per-row Python writer (a ``DataSourceWriter``
 fed Spark Rows, registered as format "ick_rows" below) to justify the Arrow path, and with
 ``--chunks`` the Arrow writer per ``chunkSize`` (how its default was chosen). Runs are
-alternated, each into a fresh key, best of ``--repeat``. Target: Arrow writer >= 0.9x raw.
+alternated in ``--rounds`` rounds (bench/pairs.py), each into a fresh key; each ratio is
+the median of the rounds' with its spread. Target: Arrow writer >= 0.9x raw.
 
-Run: ``python bench/bench_writer.py [--rows N] [--repeat R] [--chunks 250,1000,4000]``.
+Run: ``python bench/bench_writer.py [--rows N] [--rounds 5] [--own-core] [--chunks 250,1000,4000]``.
 Starts its own redis-server and SparkSession; never touches a running server.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,8 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import pairs
 from bench_core import raw_zadd
 from common import Report, timed
+from pairs import Rounds, run_rounds
 from pyspark.sql.datasource import DataSource, DataSourceWriter, WriterCommitMessage
 
 from pyspark_ick import ShardedIck, connect
@@ -62,22 +66,29 @@ class RowSource(DataSource):
         return RowWriter(self.options["redis.url"], self.options["ick"])
 
 
-def alternate(client: Any, runs: dict[str, Callable[[str], None]], repeat: int) -> dict[str, float]:
-    """Best wall time of each run, alternating them; every call gets a fresh key."""
-    best = dict.fromkeys(runs, float("inf"))
-    for rep in range(repeat):
-        for name, run in runs.items():
-            key = f"bench:{name}:{rep}"
-            best[name] = min(best[name], timed(lambda r=run, k=key: r(k)))
-            print(f"  {name:<14} {best[name]:7.2f} s best", flush=True)
+def alternate(
+    client: Any, runs: dict[str, Callable[[str], None]], rounds: int, cpus: dict[str, Any]
+) -> Rounds:
+    """Seconds of each run per round, alternating them (pairs.py); every call gets a fresh
+    key."""
+    count = iter(range(1_000_000))
+
+    def side(run: Callable[[str], None], name: str) -> Callable[[], float]:
+        def measure() -> float:
+            key = f"bench:{name}:{next(count)}"
+            seconds = timed(lambda: run(key))
             client.flushall()
-    return best
+            return seconds
+
+        return measure
+
+    return run_rounds("writer", {name: side(run, name) for name, run in runs.items()}, rounds, cpus)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many")
+    pairs.add_arguments(parser)
     parser.add_argument("--chunks", default="", help="also time the writer per chunkSize")
     parser.add_argument(
         "--no-rows-writer", action="store_true", help="skip the (slow) per-row writer"
@@ -86,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     n = args.rows
     chunks = [int(c) for c in args.chunks.split(",") if c]
 
+    loadavg_start = list(os.getloadavg())
     with redis_server() as server:
+        cpus = pairs.layout(server.process.pid if server.process else None, args.own_core)
         client = connect(server.url)
         spark = spark_session("bench-writer")
         spark.dataSource.register(RowSource)
@@ -119,32 +132,34 @@ def main(argv: list[str] | None = None) -> int:
             runs[f"ick.{size}"] = lambda key, s=size: spark_write("ick", key, s)
         spark_write("ick", "bench:warmup")  # JIT, Python workers, script loading
         client.flushall()
-        best = alternate(client, runs, args.repeat)
+        done = alternate(client, runs, args.rounds, cpus)
         spark.stop()
 
     report = Report(
         "writer",
         params={
             "rows": n,
-            "repeat": args.repeat,
+            "rounds": args.rounds,
+            "cpus": cpus,
+            "loadavg_start": loadavg_start,
+            "loadavg_end": list(os.getloadavg()),
             "master": "local[2]",
             "chunkSize": CHUNK_SIZE,
             "raw_chunk": 1000,
         },
     )
     raw = "raw pipelined ZADD LT (1 process)"
-    report.add(raw, n / best["raw"], "members/s")
-    report.compare(
-        f'format("ick") Arrow writer, chunkSize={CHUNK_SIZE}',
-        n / best["ick"],
-        "members/s",
-        raw,
-        minimum=0.9,
-    )
-    if "ick_rows" in best:
-        report.compare("per-row DataSourceWriter", n / best["ick_rows"], "members/s", raw)
+    report.add(raw, n / done.side("raw").median, "members/s")
+
+    def pair(name: str, key: str, minimum: float | None = None) -> None:
+        per_s = n / done.side(key).median
+        report.pair(name, per_s, "members/s", raw, done, done.ratio("raw", key), minimum=minimum)
+
+    pair(f'format("ick") Arrow writer, chunkSize={CHUNK_SIZE}', "ick", minimum=0.9)
+    if "ick_rows" in runs:
+        pair("per-row DataSourceWriter", "ick_rows")
     for size in chunks:
-        report.compare(f'format("ick") chunkSize={size}', n / best[f"ick.{size}"], "members/s", raw)
+        pair(f'format("ick") chunkSize={size}', f"ick.{size}")
     report.show()
     return 0
 

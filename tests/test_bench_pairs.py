@@ -1,0 +1,93 @@
+"""The benchmark pair harness (bench/pairs.py) tells a change from noise: two identical
+sides give a median ratio whose spread holds 1.0, a side made 2x slower is told apart.
+Tiny rounds (a few ms of CPU each), so it runs in a second even on a busy machine."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from pairs import MIN_ROUNDS, Spread, run_rounds
+
+ROUNDS = 11  # two identical sides: every round on one side of 1.0 by chance is 2/2**11
+
+
+def work(units: int) -> None:
+    """CPU work: ``units`` times the same loop."""
+    for _ in range(units):
+        sum(i * i for i in range(20_000))
+
+
+def side(units: int) -> Callable[[], float]:
+    """The best of 3 timed calls of ``work(units)``, as a microbenchmark's side is."""
+
+    def measure() -> float:
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            work(units)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    return measure
+
+
+def test_identical_sides_give_one_within_the_spread() -> None:
+    rounds = run_rounds("same", {"a": side(1), "b": side(1)}, ROUNDS, verbose=False)
+    ratio = rounds.ratio("a", "b")
+    assert len(ratio.values) == ROUNDS
+    assert not ratio.excludes(1.0), ratio.text()
+    assert abs(ratio.median - 1.0) <= ratio.max - ratio.min, ratio.text()
+    assert 0.7 < ratio.median < 1.4, ratio.text()
+
+
+def test_a_side_twice_as_slow_is_told_apart() -> None:
+    rounds = run_rounds("slower", {"a": side(2), "b": side(1)}, ROUNDS, verbose=False)
+    ratio = rounds.ratio("a", "b")
+    assert ratio.excludes(1.0), ratio.text()
+    assert 1.5 < ratio.median < 3.0, ratio.text()
+
+
+def test_rounds_alternate_and_keep_the_load() -> None:
+    rounds = run_rounds("order", {"a": lambda: 1.0, "b": lambda: 2.0}, MIN_ROUNDS, verbose=False)
+    assert rounds.orders == [["a", "b"], ["b", "a"]] * 2 + [["a", "b"]]
+    assert len(rounds.loads) == MIN_ROUNDS and all(len(load) == 3 for load in rounds.loads)
+    assert rounds.ratio("a", "b") == Spread.of([0.5] * MIN_ROUNDS)
+    assert rounds.json()["loadavg"][0] == list(rounds.loads[0])
+
+
+def test_spread_quartiles() -> None:
+    spread = Spread.of([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (spread.median, spread.q1, spread.q3, spread.min, spread.max) == (3, 2, 4, 1, 5)
+    assert spread.excludes(0.5) and spread.excludes(5.5) and not spread.excludes(1.0)
+    with pytest.raises(ValueError, match="at least one round"):
+        Spread.of([])
+
+
+def test_the_records_page_shows_median_spread_and_load(tmp_path: Path) -> None:
+    import json
+
+    import report
+    from common import Report
+
+    rounds = run_rounds(
+        "pair", {"raw": lambda: 1.0, "ours": lambda: 2.0}, MIN_ROUNDS, verbose=False
+    )
+    rep = Report("pair_test")
+    rep.add("raw", 1.0, "s")
+    rep.pair("ours", 2.0, "s", "raw", rounds, rounds.ratio("ours", "raw"), maximum=1.5)
+    path = tmp_path / "pair_test.json"
+    rows = [{**vars(r)} for r in rep.rows]
+    path.write_text(
+        json.dumps({"name": rep.name, "rows": rows, "rounds": [rounds.json()], "params": {}})
+    )
+    page = report.render([path])
+    assert "| ours | 2.000 | s | 2.000 | 2.000-2.000 | 2.000-2.000 | <= 1.5 **missed** |" in page
+    load = "/".join(f"{x:.2f}" for x in rounds.loads[1])
+    assert f"| 2 | reversed | {load} | 1 | 2 |" in page
