@@ -42,6 +42,8 @@ from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.connection import DEFAULT_URL
 from pyspark_ick.retries import RetryPolicy
 
+pytestmark = pytest.mark.slow  # every example of the docs, run
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]

@@ -50,6 +50,8 @@ from nemesis.settings import (
 from nemesis.soak import soak
 from nemesis.summary import actors, check_parks, failovers, summarize, table
 
+pytestmark = pytest.mark.slow  # the nemesis smokes: topologies of servers broken for minutes
+
 A = nc.Add
 D = nc.Delivery
 
