@@ -42,8 +42,6 @@ from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.connection import DEFAULT_URL
 from pyspark_ick.retries import RetryPolicy
 
-pytestmark = pytest.mark.slow  # every example of the docs, run
-
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]
@@ -131,6 +129,7 @@ def names(spark: Any, client: Any, pointed_at: str, tmp_path: Path) -> Iterator[
         query.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS, ids=[f"{run[0][0]}:{run[0][1]}" for run in RUNS])
 def test_every_python_block_runs(run: list[tuple[str, int, str]], request: Any) -> None:
     names: dict[str, Any] | None = None
@@ -180,6 +179,7 @@ def seeded(client: Any, redis_url: str) -> str:
     return redis_url
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("page", "line", "code"), CLI_BLOCKS, ids=[f"{page}:{line}" for page, line, _ in CLI_BLOCKS]
 )
