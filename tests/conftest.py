@@ -1,12 +1,19 @@
-"""Shared fixtures: one Redis server, one 3-master cluster and one SparkSession per run.
+"""Shared fixtures: one Redis server, one 3-master cluster and one SparkSession per run
+(per worker under pytest-xdist: each worker is a process with its own).
 
 The servers and the session come from pyspark_ick.testing (the helpers users get too).
 Each test gets clients on a flushed database, so tests never see each other's keys. A test
 that kills or restarts Redis gets a server of its own (``durable``, behind ``proxy``).
+
+The hooks at the end: files holding ``slow`` tests run first (so that under
+``--dist loadfile`` the long files start early and the short ones fill in around them),
+and the terminal summary adds the seconds each file took and the tests over
+``FAST_LIMIT_S`` seconds that lack the ``slow`` marker (CONTRIBUTING.md, test tiers).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -87,3 +94,50 @@ def acl_url(redis_url: str, redis_standalone: RedisServer) -> Iterator[str]:
     yield redis_url.replace("redis://", f"redis://ick:{ACL_PASSWORD}@")
     with redis_standalone.client() as admin:
         admin.execute_command("ACL", "DELUSER", "ick")
+
+
+FAST_LIMIT_S = 3.0
+"""A test over this many seconds at rest (setup, call and teardown) belongs in the slow tier
+(the first test to use a session fixture pays for its start: a SparkSession takes 4-8 s)."""
+
+_file_seconds: defaultdict[str, float] = defaultdict(float)
+_test_seconds: defaultdict[str, float] = defaultdict(float)
+_slow_ids: set[str] = set()  # by the reports' keywords: xdist's controller collects nothing
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files with a ``slow`` test first, in their order, then the rest (a stable sort:
+    the tests of a file keep theirs)."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add each phase's seconds to its test and its file (under xdist: on the controller,
+    which gets every worker's reports)."""
+    _file_seconds[report.nodeid.split("::")[0]] += report.duration
+    _test_seconds[report.nodeid] += report.duration
+    if "slow" in report.keywords:
+        _slow_ids.add(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Seconds per file, slowest first, and the unmarked tests over FAST_LIMIT_S."""
+    if not _file_seconds:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("=", "seconds per file (setup + call + teardown)")
+    for path, seconds in sorted(_file_seconds.items(), key=lambda kv: -kv[1]):
+        write(f"{seconds:8.1f}s {path}")
+    write(f"{sum(_file_seconds.values()):8.1f}s in all ({len(_file_seconds)} files)")
+    unmarked = {
+        nodeid: seconds
+        for nodeid, seconds in _test_seconds.items()
+        if seconds > FAST_LIMIT_S and nodeid not in _slow_ids
+    }
+    if unmarked:
+        terminalreporter.write_sep(
+            "=", f"over {FAST_LIMIT_S:.0f} s without @pytest.mark.slow (the fast tier runs them)"
+        )
+        for nodeid, seconds in sorted(unmarked.items(), key=lambda kv: -kv[1])[:20]:
+            write(f"{seconds:8.1f}s {nodeid}")

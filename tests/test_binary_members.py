@@ -131,6 +131,7 @@ def test_the_snapshot_reader_takes_member_type(spark, redis_url, client):
         read().load().collect()
 
 
+@pytest.mark.slow
 def test_an_id_that_is_not_utf8_fails_the_string_source_and_id_type_binary_delivers_it(
     spark, redis_url, client, tmp_path
 ):
@@ -154,6 +155,7 @@ def test_an_id_that_is_not_utf8_fails_the_string_source_and_id_type_binary_deliv
 # --- the writers --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_binary_member_column_is_written_as_it_is(spark, redis_url, client):
     members = [RAW, b"\x00\xfe", b"doc:1", "é".encode()]
     df = spark.createDataFrame(

@@ -144,6 +144,7 @@ def drain_counting(spark: Any, url: str, fmt: str, name: str, tmp: Path) -> int:
     return sum(counted)
 
 
+@pytest.mark.slow
 def test_a_drain_at_default_options_is_many_bounded_calls(
     spark, redis_url, client, logged, tmp_path
 ):
@@ -166,6 +167,7 @@ def test_a_snapshot_read_pages(spark, redis_url, client, logged):
     assert check(logged)["ZSCAN"] >= 2
 
 
+@pytest.mark.slow
 def test_filtered_snapshot_reads_are_bounded_calls(spark, redis_url, client, logged):
     n = 30_000
     ShardedIck(client, "picked").add_pairs(

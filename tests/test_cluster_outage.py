@@ -17,6 +17,8 @@ from cluster_faults import start_cluster_with_replicas, wait_healthy
 
 from pyspark_ick import IckConnectionError, ShardedIck, connect
 
+pytestmark = pytest.mark.slow  # a cluster that stops answering, calls waiting for their deadline
+
 TIMEOUT, RETRY_TIMEOUT = 2.0, 3.0
 
 

@@ -34,6 +34,8 @@ from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisClusterServers, RedisServer, wait_until
 
+pytestmark = pytest.mark.slow  # a cluster with replicas of its own
+
 WAITING = {"redis.waitReplicas": 1, "redis.waitTimeout": "2s", "redis.retryTimeout": "20s"}
 
 

@@ -15,10 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from spark_cluster import ConnectServer
 
 from pyspark_ick import Dehydrator, ShardedIck, connect
 from pyspark_ick.keys import IckKeys, shard_names
+
+pytestmark = pytest.mark.slow  # a Spark Connect server
 
 JOB = Path(__file__).resolve().parent / "connect_job.py"
 BATCH, STREAMED, PARKED = 5000, 1000, 300

@@ -21,6 +21,8 @@ from pyspark_ick import Dehydrator, ShardedIck
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.testing import free_port, wait_until
 
+pytestmark = pytest.mark.slow  # Chromium through Selenium
+
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 

@@ -22,7 +22,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import redis_ms
+
+pytestmark = pytest.mark.slow  # Spark drivers killed and restarted
 
 POINTS = ["after_reserve", "before_read", "during_read", "after_sink", "before_commit"]
 NAME, SHARDS = "crashy", 2

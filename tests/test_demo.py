@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the demo, end to end
+
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
 
 

@@ -12,9 +12,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from spark_cluster import StandaloneCluster, submit
 
 from pyspark_ick import ShardedIck, connect
+
+pytestmark = pytest.mark.slow  # a standalone Spark cluster
 
 JOB = Path(__file__).resolve().parent / "deploy_job.py"
 COUNT, SHARDS = 20_000, 4

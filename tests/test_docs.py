@@ -135,6 +135,7 @@ def names(spark: Any, client: Any, pointed_at: str, tmp_path: Path) -> Iterator[
         query.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", RUNS, ids=[f"{run[0][0]}:{run[0][1]}" for run in RUNS])
 def test_every_python_block_runs(run: list[tuple[str, int, str]], request: Any) -> None:
     names: dict[str, Any] | None = None
@@ -184,6 +185,7 @@ def seeded(client: Any, redis_url: str) -> str:
     return redis_url
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("page", "line", "code"), CLI_BLOCKS, ids=[f"{page}:{line}" for page, line, _ in CLI_BLOCKS]
 )

@@ -13,8 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.option_table import OPTIONS
+
+pytestmark = pytest.mark.slow  # mkdocs builds the site
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -55,6 +55,8 @@ from pyspark_ick import Dehydrator, IckError, ShardedIck, connect
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisClusterServers, RedisServer, start_binary, start_cluster
 
+pytestmark = pytest.mark.slow  # servers killed, failed over and migrated under load
+
 RETRY = {"redis.retryTimeout": "30s", "leaseTimeout": "10s"}  # outages here last < 10 s
 
 

@@ -371,6 +371,7 @@ def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_deliver
     assert (parked["lost"], parked["lost_examples"]) == (1, ["d0"])
 
 
+@pytest.mark.slow
 def test_smoke_soak(tmp_path) -> None:
     """About 3 minutes: a cold start, 2 of mixed faults with --poison 0.02, the drain, the
     checks; then the checkers catch a delivery removed from this run's record."""
@@ -451,6 +452,7 @@ def catches_a_lost_retry_and_a_good_dead_letter(out: Path, settings: Settings) -
     assert not result["ok"] and result["dead_good_members"] == [good.member]
 
 
+@pytest.mark.slow
 def test_smoke_soak_cluster(tmp_path) -> None:
     """About 2 minutes idle (4 loaded): a cold start, 30 s of Redis Cluster faults (seed
     22 draws a CLUSTER FAILOVER, a slot migration, a kill -9 of a primary and a SIGSTOP,
@@ -464,6 +466,7 @@ def test_smoke_soak_cluster(tmp_path) -> None:
     assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks
 
 
+@pytest.mark.slow
 def test_smoke_soak_sentinel(tmp_path) -> None:
     """About 2 minutes idle: 75 s of Sentinel failovers (kill -9, SENTINEL FAILOVER and
     SIGSTOP of the primary; each waits for the sentinels' promotion, so fewer fit) with

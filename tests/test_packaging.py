@@ -17,7 +17,11 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from pyspark_ick.connection import DEFAULT_URL
+
+pytestmark = pytest.mark.slow  # wheels and fresh venvs
 
 ROOT = Path(__file__).resolve().parents[1]
 # what this test process has that a newcomer's shell does not: the test session's Python

@@ -20,6 +20,8 @@ import pytest
 
 from pyspark_ick import Dehydrator, Ick
 
+pytestmark = pytest.mark.slow  # spark-pipelines in a process of its own
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "pipeline"
 MEMBERS = {f"doc-{i:03d}": float(i) for i in range(60)}
 

@@ -19,6 +19,8 @@ from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.spark import retry_later
 from pyspark_ick.testing import redis_sentinels, wait_until
 
+pytestmark = pytest.mark.slow  # poison members through Spark, many batches
+
 HERE = Path(__file__).resolve().parent
 EXAMPLE = HERE.parent / "examples" / "poison.py"
 

@@ -43,6 +43,7 @@ def test_write_then_drain_with_available_now(spark, redis_url, client, tmp_path)
     assert {describe(client, f"docs:{i}")["open_reservations"] for i in range(3)} == {0}
 
 
+@pytest.mark.slow
 def test_redelivery_and_a_second_query_is_refused(spark, redis_url, client, tmp_path):
     ick = ShardedIck(client, "live", 2)
     sink = Sink()

@@ -33,9 +33,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pyspark_ick import ShardedIck, scripts
 from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names
+
+pytestmark = pytest.mark.slow  # the crash matrix: Spark drivers killed and restarted
 
 POINTS = ["after_reserve", "before_read", "during_read", "after_sink", "before_commit"]
 CHILD = Path(__file__).parent / "crash" / "child.py"

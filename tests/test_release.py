@@ -51,6 +51,7 @@ def drain(spark: Any, url: str, name: str, shards: int, ckpt: str) -> list[str]:
     return got
 
 
+@pytest.mark.slow
 def test_release_after_a_killed_driver_and_the_next_query_delivers_at_once(
     spark, client, redis_url, tmp_path
 ):
@@ -107,6 +108,7 @@ def test_release_refuses_a_live_query_and_changes_nothing(client, redis_url):
     reader.stop()
 
 
+@pytest.mark.slow
 def test_dehydrator_release_drops_the_lease_and_the_claims_are_delivered_first(client, redis_url):
     Dehydrator(client, "parked", 2).park([f"id{i}" for i in range(10)], ["x"] * 10, [0] * 10)
     options = {"redis.url": redis_url, "dehydrator": "parked", "shards": "2"}

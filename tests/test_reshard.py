@@ -108,6 +108,7 @@ def check_layout(client: Any, name: str, shards: int, lowest: dict[str, float]) 
         assert info["open_reservations"] == 0 and info["lease_owner"] is None, (key, info)
 
 
+@pytest.mark.slow
 def test_reshard_4_16_3_of_100000_members_killed_midway_and_run_again(client, redis_url):
     n = 100_000
     lowest = seed(client, "big", 4, n)

@@ -29,6 +29,8 @@ from pyspark_ick.ick import queue_add
 from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.testing import RedisServer, wait_until
 
+pytestmark = pytest.mark.slow  # servers restarted behind resetting proxies
+
 
 def restart_after(server: RedisServer, seconds: float) -> threading.Thread:
     """kill -9 ``server`` now and start it again after ``seconds``, in a thread."""

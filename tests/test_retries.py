@@ -126,6 +126,25 @@ def test_a_hand_back_from_an_earlier_delivery_counts_no_attempt(client):
     assert client.exists(log.keys.retry, log.keys.attempts, log.keys.failed) == 0
 
 
+def test_a_commit_clears_the_hand_backs_of_what_it_closed_while_a_later_one_is_open(client):
+    """The failed hash keeps no entry of a committed reservation while a later one stays
+    open (a reader ahead keeps one open nearly always: entries would pile up for good)."""
+    ick = Ick(client, "q")
+    ick.add({"a": 1.0, "b": 2.0})
+    log, fence = consumer(client)
+    end, rows = batch(log, fence, 0)
+    ick.add({"c": 3.0})
+    end2, rows2 = batch(log, fence, end)
+    assert end2 > end and set(rows2) == {"c"}
+    log.fail(rows["a"][0], rows["a"][1], {"a": "boom"})
+    log.fail(rows2["c"][0], rows2["c"][1], {"c": "boom"})
+    log.commit(end, fence)
+    assert log.fates == {"retried": 1, "dead": 0}
+    assert [text(f) for f in client.hkeys(log.keys.failed)] == [f"{end2} c"]
+    log.commit(end2, fence)
+    assert client.exists(log.keys.failed) == 0
+
+
 def test_a_hand_back_waits_for_the_replicas_asked_for(client, redis_url):
     """A hand-back that a failover lost would let the batch's commit take its member for
     processed: with redis.waitReplicas it waits, as the reserve and the commit do (this

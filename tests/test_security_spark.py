@@ -11,6 +11,7 @@ from support import ACL_PASSWORD, stream
 from pyspark_ick import Dehydrator, ShardedIck, connect
 
 
+@pytest.mark.slow
 def test_restricted_user_runs_writer_reader_and_dehydrator(
     spark, acl_url, client, tmp_path, caplog
 ):

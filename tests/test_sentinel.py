@@ -53,6 +53,8 @@ from pyspark_ick.keys import IckKeys
 from pyspark_ick.testing import RedisServer, SentinelSet, free_port, start_sentinels, wait_until
 from pyspark_ick.urls import check_url, parse_sentinel, redact, secrets, where
 
+pytestmark = pytest.mark.slow  # Sentinel sets and their failovers
+
 SECRET, SENTINEL_SECRET = "primary-secret-1", "sentinel-secret-2"
 RETRY = {"redis.retryTimeout": "30s", "leaseTimeout": "10s"}
 

@@ -161,10 +161,12 @@ def check_random_filters(spark: Any, client: Any, url: str, members: Any, binary
     check()
 
 
+@pytest.mark.slow
 def test_random_filters_give_the_rows_spark_gives(spark, client, redis_url):
     check_random_filters(spark, client, redis_url, TEXTS, binary=False)
 
 
+@pytest.mark.slow
 def test_random_filters_of_binary_members_give_the_rows_spark_gives(spark, client, redis_url):
     check_random_filters(spark, client, redis_url, BYTES, binary=True)
 
@@ -222,6 +224,7 @@ def test_a_pushed_filter_reads_only_what_it_needs(spark, client, redis_url):
     assert read("shard = 7")[:1] == (0,)
 
 
+@pytest.mark.slow
 def test_a_member_that_is_not_utf8_is_neither_matched_nor_dropped(spark, client, redis_url):
     """A string read fails on a member that is not UTF-8 when it reaches it (naming it and
     memberType=binary), as an unfiltered read does; a lookup of other members does not

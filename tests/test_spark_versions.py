@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # the older pyspark releases, each in a venv of its own
+
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "spark_versions_job.py"
 VENVS = Path(

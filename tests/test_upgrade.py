@@ -12,12 +12,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import Sink
 
 from pyspark_ick import Dehydrator, Ick, ShardedIck, layout
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import wait_until
+
+pytestmark = pytest.mark.slow  # a pipeline upgraded under way from release 0.1.0's state
 
 STATE = Path(__file__).resolve().parent / "upgrade" / "release_0_1_0"
 OWNER = "indexer"  # the consumerId of the release's queries

@@ -27,6 +27,8 @@ import pytest
 
 from pyspark_ick.testing import SERVER_ENV, server_version, tls_supported
 
+pytestmark = pytest.mark.slow  # the Redis and Valkey version matrix (server wheels)
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVERS = Path(
     os.environ.get("PYSPARK_ICK_SERVERS") or Path.home() / ".cache" / "pyspark-ick" / "servers"

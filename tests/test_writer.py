@@ -402,6 +402,7 @@ def test_binary_members_are_written_as_their_bytes(spark, redis_url, client):
     assert client.zrange(key, 0, -1, withscores=True) == [(b"hi", 1.0), (b"\xff", 2.0)]
 
 
+@pytest.mark.slow
 def test_found_in_a_fresh_process_without_register(fresh_process):
     server, process, log = fresh_process
     assert process.wait(timeout=300) == 0, log.read_text()[-3000:]

@@ -77,6 +77,7 @@ def add_file(folder: Path, name: str, rows: dict[str, float]) -> None:
     (folder / f".{name}").rename(folder / name)  # appears whole to the file source
 
 
+@pytest.mark.slow
 def test_restart_from_checkpoint_loses_nothing_and_adds_nothing_twice(
     spark, cluster_url, cluster_client, tmp_path
 ):
