@@ -141,7 +141,7 @@ OPTIONS = (
         "shards",
         USES,
         "integer",
-        1,
+        None,
         "Recorded in Redis on first use. Omitted: the recorded count, or 1 for a new one. A "
         "different count fails at `load()`, naming both",
         minimum=1,

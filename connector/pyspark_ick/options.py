@@ -19,6 +19,7 @@ from .connection import ConnectionSpec
 from .errors import IckConfigError
 from .keys import check_name
 from .option_table import OPTIONS, SPARKS_OWN, Option, taken_by
+from .registry import resolve
 from .urls import check_url, is_sentinel, parse_cluster, redact
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
@@ -188,6 +189,12 @@ class Options:
                 else {}
             ),
         )
+
+    def shards(self) -> int:
+        """Option ``shards``, else the count recorded in Redis for this format's Ick or
+        dehydrator, else 1 (registry.resolve: one GET, on the driver; ShardCountError
+        when a given count is not the recorded one)."""
+        return resolve(self.connection().client(), self.get(self.fmt), self.fmt, self.get("shards"))
 
     def takes(self, name: str) -> bool:
         """Whether this use takes option ``name`` (every use, when none was given)."""

@@ -103,7 +103,8 @@ class SourceOptions(StreamOptions, DehydratorRead):
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
         o = Options(raw, FORMAT, DH_STREAM)
-        return cls(**StreamOptions.common(o, "Elements"), **DehydratorRead.fields(o))
+        fields = DehydratorRead.fields(o)
+        return cls(**StreamOptions.common(o, "Elements"), **fields)
 
     def target(self) -> Dehydrator:
         return Dehydrator(

@@ -49,7 +49,7 @@ class Target:
     def of(cls, options: Mapping[str, Any]) -> Target:
         """From the options of the stream (``readStream.format("ick")``'s own dict)."""
         o = Options(options, "ick", ICK_STREAM)
-        return cls(o.connection(), o.get("ick"), o.get("shards"))
+        return cls(o.connection(), o.get("ick"), o.shards())
 
     def hand_back(self, rows: Iterable[tuple[Any, int, int, int, Any]]) -> list[int]:
         """Hand back ``(member, shard, reservation, deliveries, error)`` rows; returns

@@ -12,7 +12,8 @@ Spark asks the data source for its schema without saying whether it reads a batc
 stream, so the default schema is STREAM_SCHEMA; a batch read returns whichever of the
 columns ``member, score, shard, reservation, state`` (SNAPSHOT_SCHEMA) the schema names.
 
-Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
+Options: connection options (redis.*), ``ick`` (required), ``shards`` (default: the count
+recorded in Redis, else 1),
 ``memberType`` (``string`` | ``binary``),
 ``maxMembersPerTrigger`` (default 500000, split across shards), ``consumerId``,
 ``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
@@ -122,14 +123,11 @@ class ReaderOptions(StreamOptions):
     def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
         stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
-        return cls(
-            **StreamOptions.common(stream, "Members"),
-            ick=o.get("ick"),
-            binary=options_binary(o),
-            policy=RetryPolicy(
-                stream.get("maxAttempts"), stream.get("retryBackoff"), stream.get("retryBackoffMax")
-            ),
+        ick, binary = o.get("ick"), options_binary(o)
+        policy = RetryPolicy(
+            stream.get("maxAttempts"), stream.get("retryBackoff"), stream.get("retryBackoffMax")
         )
+        return cls(**StreamOptions.common(stream, "Members"), ick=ick, binary=binary, policy=policy)
 
     def sharded(self) -> ShardedIck:
         return ShardedIck(self.connection.client(), self.ick, self.shards)

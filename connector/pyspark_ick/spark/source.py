@@ -132,15 +132,16 @@ class StreamOptions:
     @staticmethod
     def common(o: Options, items: str) -> dict[str, Any]:
         """The fields of StreamOptions from ``o``; ``items``: ``Members`` or ``Elements``
-        (options max<items>PerTrigger, min<items>PerPartition)."""
-        return {
+        (options max<items>PerTrigger, min<items>PerPartition). The shard count is
+        resolved last (Options.shards asks Redis), once every option has been read."""
+        fields = {
             "connection": o.connection(),
-            "shards": o.get("shards"),
             "max_per_trigger": o.get(f"max{items}PerTrigger"),
             "min_per_partition": o.get(f"min{items}PerPartition"),
             "consumer_id": o.get("consumerId"),
             "lease_ms": o.get("leaseTimeout"),
         }
+        return {**fields, "shards": o.shards()}
 
 
 class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
