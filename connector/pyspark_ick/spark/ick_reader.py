@@ -120,7 +120,7 @@ class ReaderOptions(StreamOptions):
     policy: RetryPolicy  # maxAttempts, retryBackoff, retryBackoffMax
 
     @classmethod
-    def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
+    def parse(cls, raw: Any, use: str | tuple[str, ...] = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
         stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
         ick, binary = o.get("ick"), options_binary(o)
