@@ -111,6 +111,12 @@ def options_binary(opts: Options) -> bool:
     return bool(opts.get("memberType") == "binary")
 
 
+def retry_policy(o: Options) -> RetryPolicy:
+    """Options ``maxAttempts``, ``retryBackoff`` and ``retryBackoffMax`` as a RetryPolicy
+    (IckConfigError naming the option for a value it cannot take, e.g. ``"0"``)."""
+    return RetryPolicy(o.get("maxAttempts"), o.get("retryBackoff"), o.get("retryBackoffMax"))
+
+
 @dataclass(frozen=True)
 class ReaderOptions(StreamOptions):
     """The options of the ick readers, validated on the driver."""
@@ -124,9 +130,7 @@ class ReaderOptions(StreamOptions):
         o = Options(raw, "ick", use)
         stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
         ick, binary = o.get("ick"), options_binary(o)
-        policy = RetryPolicy(
-            stream.get("maxAttempts"), stream.get("retryBackoff"), stream.get("retryBackoffMax")
-        )
+        policy = retry_policy(stream)
         return cls(**StreamOptions.common(stream, "Members"), ick=ick, binary=binary, policy=policy)
 
     def sharded(self) -> ShardedIck:
