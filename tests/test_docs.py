@@ -307,3 +307,29 @@ def test_the_checks_catch_a_broken_anchor_a_stale_line_and_a_silent_skip(tmp_pat
     assert SKIP.match("# docs-test: skip")["reason"] is None  # type: ignore[index]
     assert SKIP.match("# docs-test: skip (needs Redis Sentinel)")["reason"]  # type: ignore[index]
     assert EXIT.search("pyspark-ick stats nosuch   # exit 3: no such Ick")[1] == "3"  # type: ignore[index]
+
+
+def test_the_pages_agree_on_what_wait_replicas_1_costs_a_writer() -> None:
+    """README.md and deploying.md give sizing.md's measured ratio (issue 41 finding 9)."""
+    sizing = (DOCS / "sizing.md").read_text()
+    rows = re.findall(
+        r"\| writer \(writes of 10,000\), waitReplicas=\d \| .*? \| ([\d,]+) ", sizing
+    )
+    without, with_one = (int(r.replace(",", "")) for r in rows)
+    said = f"about {with_one / without:.1f}x"
+    for page in (ROOT / "README.md", DOCS / "deploying.md"):
+        assert said in " ".join(page.read_text().split()), f"{page.name} lacks {said!r}"
+
+
+def test_the_extras_table_lists_every_extra_with_its_pyspark() -> None:
+    """deploying.md's extras are pyproject.toml's, and say the pyspark each asks for
+    (issue 41 finding 10: `pipelines` was missing, `connect` said 4.0+)."""
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11+ reads TOML")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    table = dict(re.findall(r"^\| `(\w+)` \| (.*)$", (DOCS / "deploying.md").read_text(), re.M))
+    assert set(table) == set(extras["optional-dependencies"])
+    for name, requires in extras["optional-dependencies"].items():
+        for spec in requires:
+            found = re.match(r"pyspark(?:\[\w+\])?>=([\d.]+)", spec)
+            if found and name != "dev":
+                assert f"pyspark {found[1]}+" in table[name], (name, table[name])

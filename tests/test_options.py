@@ -10,8 +10,10 @@ import pytest
 
 from pyspark_ick import IckConfigError, ShardedIck
 from pyspark_ick.option_table import (
+    DH_READ,
     DH_STREAM,
     DH_WRITE,
+    ICK_READ,
     ICK_STREAM,
     ICK_WRITE,
     OPTIONS,
@@ -86,7 +88,7 @@ def test_a_misspelled_option_fails_on_the_driver_and_writes_nothing(spark, redis
     ("fmt", "option", "value", "message"),
     [
         ("ick", "maxMemberPerTrigger", "10", "did you mean 'maxMembersPerTrigger'?"),
-        ("ick", "memberColumn", "id", "'memberColumn' is an option of format('ick') write"),
+        ("ick", "delay", "1h", "'delay' is an option of format('dehydrator') write"),
         ("ick", "maxMembersPerTrigger", "lots", "option 'maxMembersPerTrigger': expected an"),
         ("dehydrator", "maxElementPerTrigger", "10", "did you mean 'maxElementsPerTrigger'?"),
         ("dehydrator", "idType", "text", "option 'idType': expected one of string | binary"),
@@ -109,3 +111,16 @@ def test_the_options_reference_shows_every_use_and_every_option_says_what_it_doe
     for option in OPTIONS:
         assert option.meaning[:1].isupper() or option.meaning[:1] == "`", option.name
         assert not option.meaning.endswith("."), option.name  # the table adds no period
+
+
+def test_a_batch_read_takes_and_ignores_its_formats_write_options():
+    """A SQL view's OPTIONS reach its SELECT too (option_table.IGNORES); a stream read
+    still refuses them, and a misspelled one is refused by both."""
+    check_known({"dehydrator": "d", "delay": "1h", "onDuplicate": "keep"}, DH_READ)
+    check_known({"ick": "q", "onInvalid": "skip", "memberColumn": "id"}, ICK_READ)
+    with pytest.raises(IckConfigError, match="unknown option 'delay'"):
+        check_known({"delay": "1h"}, DH_STREAM)  # at start(): load() cannot tell the two
+
+    with pytest.raises(IckConfigError, match="unknown option 'dely'") as info:
+        check_known({"dely": "1h"}, DH_READ)
+    assert "delay" not in str(info.value).split("It takes:")[1]  # lists what a read uses

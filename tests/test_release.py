@@ -132,3 +132,44 @@ def test_dehydrator_release_drops_the_lease_and_the_claims_are_delivered_first(c
     ]
     assert sorted(r["id"] for r in rows) == sorted(f"id{i}" for i in range(10))
     new.stop()
+
+
+def test_the_old_checkpoint_of_a_released_query_fails_at_its_first_batch(
+    spark, client, redis_url, tmp_path
+):
+    """The runbook (docs/operations.md): after `release`, a checkpoint whose last batch was
+    in flight fails with `number N was committed already`, at its first batch, without
+    delivering anything (before: batch 0 replayed as an empty batch, then batch 1 failed)."""
+    ShardedIck(client, "rc", 2).add({f"doc:{i}": float(i) for i in range(20)})
+    ckpt, seen = str(tmp_path / "ckpt"), []
+
+    def start(sink: Any) -> Any:
+        return (
+            spark.readStream.format("ick")
+            .option("redis.url", redis_url)
+            .option("ick", "rc")
+            .load()
+            .writeStream.foreachBatch(sink)
+            .trigger(processingTime="100 milliseconds")
+            .option("checkpointLocation", ckpt)
+            .start()
+        )
+
+    def dies(df: Any, batch_id: int) -> None:
+        raise RuntimeError("the sink dies with batch 0 in flight")
+
+    query = start(dies)
+    with pytest.raises(Exception, match="the sink dies"):
+        query.awaitTermination(120)
+    assert sum(describe(client, f"rc:{i}")["open_members"] for i in range(2)) == 20
+    assert sum(release(client, "rc").requeued) == 20
+
+    def records(df: Any, batch_id: int) -> None:
+        seen.append((batch_id, df.count()))
+
+    query = start(records)
+    with pytest.raises(Exception, match=r"number \d+ was committed already") as failed:
+        query.awaitTermination(120)
+    assert "checkpointLocation" in str(failed.value)
+    assert seen == []  # no batch ran, not even an empty one
+    assert ShardedIck(client, "rc", 2).stats()["pset_size"] == 20  # all still queued

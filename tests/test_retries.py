@@ -418,3 +418,19 @@ def test_operators_see_retries_and_dead_letters_in_the_cli_and_the_exporter(clie
     assert declined.returncode == 3 and "not purged" in declined.stderr
     assert "3 dead letters purged" in cli("purge", "ops", "--yes").stdout
     assert json.loads(cli("count", "ops", "--json").stdout)["dead"] == 0
+
+
+def test_retry_policy_is_importable_and_retry_later_checks_the_options_it_ignores(
+    redis_url, client
+):
+    """The stream reader's maxAttempts decides; retry_later, given the same options,
+    refuses a value the reader would refuse ("0"), before it touches Redis."""
+    import pyspark_ick
+    from pyspark_ick.spark import retry_later
+
+    assert pyspark_ick.RetryPolicy is RetryPolicy and "RetryPolicy" in pyspark_ick.__all__
+    for option in ("maxAttempts", "retryBackoff", "retryBackoffMax"):
+        with pytest.raises(pyspark_ick.IckConfigError, match=f"option '{option}': expected"):
+            retry_later([], {"redis.url": redis_url, "ick": "q", option: "0"})
+    assert client.keys("*") == []
+    assert retry_later([], {"redis.url": redis_url, "ick": "q", "maxAttempts": "3"}) == [0, 0, 0]

@@ -106,3 +106,28 @@ def test_a_temporary_view_parks_in_a_dehydrator(sql: Any, redis_url: str, client
     sql("INSERT INTO sql_dv VALUES ('i1', 'one'), ('i2', 'two')")
     parked = Dehydrator(client, "d")
     assert (parked.look("i1"), parked.look("i2")) == ("one", "two")
+
+
+def test_a_view_reads_with_the_options_its_writes_take(
+    sql: Any, redis_url: str, client: Any
+) -> None:
+    """A view is one table: SELECT gets the OPTIONS that only INSERT uses (a dehydrator's
+    delay, an Ick writer's onInvalid and chunkSize) and ignores them."""
+    sql(
+        f"CREATE TEMPORARY VIEW sql_dv (id STRING, element STRING) USING dehydrator "
+        f"OPTIONS (`redis.url` '{redis_url}', dehydrator 'd', delay '1h', onDuplicate 'keep')"
+    )
+    sql("INSERT INTO sql_dv VALUES ('i1', 'one'), ('i2', 'two')")
+    assert rows(sql("SELECT id, element FROM sql_dv")) == {("i1", "one"), ("i2", "two")}
+    sql(  # without a column list: Spark asks the source for its schema (at load())
+        f"CREATE TEMPORARY VIEW sql_ds USING dehydrator "
+        f"OPTIONS (`redis.url` '{redis_url}', dehydrator 'd', delay '1h')"
+    )
+    assert rows(sql("SELECT id, element FROM sql_ds")) == {("i1", "one"), ("i2", "two")}
+
+    options = f"`redis.url` '{redis_url}', ick 'q', onInvalid 'skip', chunkSize '10'"
+    sql(f"CREATE TEMPORARY VIEW sql_v (member STRING, score DOUBLE) USING ick OPTIONS ({options})")
+    sql("INSERT INTO sql_v VALUES ('a', 1.0), (NULL, 2.0)")  # the null member: skipped
+    assert rows(sql("SELECT member, score FROM sql_v")) == {("a", 1.0)}
+    sql(f"CREATE TEMPORARY VIEW sql_s USING ick OPTIONS ({options})")
+    assert rows(sql("SELECT member, score FROM sql_s")) == {("a", 1.0)}

@@ -24,6 +24,7 @@ from .errors import (
 )
 from .ick import Ick
 from .keys import shard_of
+from .retries import RetryPolicy
 from .sharded import ShardedIck
 
 __version__ = "0.2.0"
@@ -42,6 +43,7 @@ __all__ = [
     "LeaseLost",
     "RedisFullError",
     "ReplicationError",
+    "RetryPolicy",
     "ShardCountError",
     "ShardedIck",
     "connect",

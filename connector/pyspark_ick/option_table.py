@@ -141,7 +141,7 @@ OPTIONS = (
         "shards",
         USES,
         "integer",
-        1,
+        None,
         "Recorded in Redis on first use. Omitted: the recorded count, or 1 for a new one. A "
         "different count fails at `load()`, naming both",
         minimum=1,
@@ -326,6 +326,11 @@ def taken_by(use: str) -> list[str]:
     """The names of the options that ``use`` takes."""
     return [o.name for o in OPTIONS if use in o.uses]
 
+
+IGNORES = {ICK_READ: (ICK_WRITE,), DH_READ: (DH_WRITE,)}
+"""A batch read takes, and ignores, the write options of its format: a SQL view ``USING
+ick|dehydrator OPTIONS (...)`` is one table, whose OPTIONS reach its INSERT and its SELECT
+alike (a dehydrator view's ``delay``, say)."""
 
 READS = {"ick": (ICK_READ, ICK_STREAM), "dehydrator": (DH_READ, DH_STREAM)}
 """The read uses of each format: Spark asks a source for its schema at ``load()``

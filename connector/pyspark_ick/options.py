@@ -18,7 +18,8 @@ from typing import Any
 from .connection import ConnectionSpec
 from .errors import IckConfigError
 from .keys import check_name
-from .option_table import OPTIONS, SPARKS_OWN, Option, taken_by
+from .option_table import IGNORES, OPTIONS, SPARKS_OWN, Option, taken_by
+from .registry import resolve
 from .urls import check_url, is_sentinel, parse_cluster, redact
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
@@ -27,14 +28,15 @@ _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 def check_known(raw: Iterable[str], use: str | tuple[str, ...]) -> None:
     """Raise IckConfigError for an option (in ``raw``) that ``use`` does not take (a tuple
-    of uses: that none of them takes)."""
+    of uses: that none of them takes); the options a use ignores (IGNORES) pass."""
     uses = (use,) if isinstance(use, str) else use
     label = " or ".join(uses[:1] + tuple(u.rsplit(" ", 1)[-1] for u in uses[1:]))
     taken = list(dict.fromkeys(name for u in uses for name in taken_by(u)))
     known = {name.lower(): name for name in taken}
+    ignored = {name.lower() for u in uses for i in IGNORES.get(u, ()) for name in taken_by(i)}
     for given in raw:
         key = str(given).lower()
-        if key in known or key in SPARKS_OWN or key.startswith("spark."):
+        if key in known or key in ignored or key in SPARKS_OWN or key.startswith("spark."):
             continue
         hint = [
             f"did you mean {m!r}?"
@@ -65,21 +67,28 @@ def parse_duration_ms(text: Any) -> int | None:
 
 
 class Options:
-    """Typed, case-insensitive access to one format's options (``get``)."""
+    """Typed, case-insensitive access to one format's options (``get``), for ``use``: one
+    use, a tuple of uses (any of them: a read at ``load()``, batch or stream), or None
+    (every use, nothing checked)."""
 
-    def __init__(self, raw: Mapping[str, Any], fmt: str, use: str | None = None) -> None:
+    def __init__(
+        self, raw: Mapping[str, Any], fmt: str, use: str | tuple[str, ...] | None = None
+    ) -> None:
         self.raw = {str(k).lower(): v for k, v in dict(raw).items()}
         self.fmt = fmt
-        self.use = use
+        self.uses = (use,) if isinstance(use, str) else use
         if use is not None:
             check_known(dict(raw), use)
+
+    def _takes(self, option: Option) -> bool:
+        return self.uses is None or any(u in option.uses for u in self.uses)
 
     def option(self, name: str) -> Option:
         """The entry of OPTIONS for ``name`` and this use."""
         for option in OPTIONS:
-            if option.name == name and (self.use is None or self.use in option.uses):
+            if option.name == name and self._takes(option):
                 return option
-        raise KeyError(f"{self.use} takes no option {name!r}")
+        raise KeyError(f"{self.uses} takes no option {name!r}")
 
     def has(self, name: str) -> bool:
         """Whether option ``name`` was given (not empty)."""
@@ -189,9 +198,15 @@ class Options:
             ),
         )
 
+    def shards(self) -> int:
+        """Option ``shards``, else the count recorded in Redis for this format's Ick or
+        dehydrator, else 1 (registry.resolve: one GET, on the driver; ShardCountError
+        when a given count is not the recorded one)."""
+        return resolve(self.connection().client(), self.get(self.fmt), self.fmt, self.get("shards"))
+
     def takes(self, name: str) -> bool:
         """Whether this use takes option ``name`` (every use, when none was given)."""
-        return any(o.name == name and (self.use is None or self.use in o.uses) for o in OPTIONS)
+        return any(o.name == name and self._takes(o) for o in OPTIONS)
 
 
 PARSERS: dict[str, Callable[[Options, Option, Any], Any]] = {

@@ -113,6 +113,22 @@ def shards_to_use(client: Client, name: str, given: int | None, kind: str = "ick
     return check_shards(given or found or 1)
 
 
+def resolve(client: Client, name: str, kind: str, given: int | None) -> int:
+    """The shard count a Spark reader or writer of ``name`` uses: ``given`` (option
+    ``shards``), else the count recorded in Redis, else 1 (a new one). Raises
+    ShardCountError when ``given`` is not the recorded count, or while a reshard runs.
+    Read once on the driver; the count travels to the executors in the plan."""
+    label = f"{KINDS[kind]} {name!r}"
+    check_not_resharding(client, name, kind, label)
+    found = recorded(client, name, kind, label)
+    if given is not None and found is not None and given != found:
+        raise ShardCountError(
+            f"{mismatch(kind, name, found, str(given))} (option 'shards'): leave 'shards' "
+            f"out to use the recorded count, or give {found}"
+        )
+    return check_shards(given or found or 1)
+
+
 def register(client: Client, name: str, kind: str, label: str) -> None:
     """Add logical Ick (or dehydrator) ``name`` to the registry the exporter reads
     (idempotent). A user whose ACL lacks the registry (an ACL line older than

@@ -30,9 +30,17 @@ MAX_ERROR_BYTES = 1000
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How failed members are retried: ``max_attempts`` attempts in all (the last failure
-    makes a dead letter), the n-th retry after ``min(backoff_max_ms, backoff_ms *
-    2**(n-1))`` ms, of which a random half is jitter."""
+    """How failed members are retried (``from pyspark_ick import RetryPolicy``).
+
+    - ``max_attempts`` (25): attempts in all; the last failure makes a dead letter.
+    - ``backoff_ms`` (1000): the wait before the first retry; it doubles per attempt.
+    - ``backoff_max_ms`` (3,600,000): the longest wait.
+
+    The n-th retry comes ``min(backoff_max_ms, backoff_ms * 2**(n-1))`` ms after the
+    failure, a random half of it jitter. Each value is an integer >= 1 (else
+    IckConfigError). ``Ick.fail`` and ``ShardedIck.fail`` take one; a Spark stream builds
+    its own from the reader's options ``maxAttempts``, ``retryBackoff`` and
+    ``retryBackoffMax``."""
 
     max_attempts: int = 25
     backoff_ms: int = 1000

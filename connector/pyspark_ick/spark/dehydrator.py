@@ -32,13 +32,11 @@ class DefaultSource(DataSource):
         """The stream schema, asked for at ``load()`` of a read without a schema given, on
         the driver: the options are checked here (see spark/ick.py)."""
         from ..option_table import READS
-        from ..options import check_known
         from .dehydrator_reader import SourceOptions, source_schema
 
         if len(self.options) == 0:  # a SQL table's: require_options says why, later
             return source_schema()
-        check_known(self.options, READS[FORMAT])
-        opts = SourceOptions.parse(self.options)
+        opts = SourceOptions.parse(self.options, READS[FORMAT])
         return source_schema(opts.binary, opts.binary_id)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:

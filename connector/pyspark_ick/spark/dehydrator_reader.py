@@ -101,9 +101,10 @@ class SourceOptions(StreamOptions, DehydratorRead):
     """The options of readStream.format("dehydrator"), validated on the driver."""
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> SourceOptions:
-        o = Options(raw, FORMAT, DH_STREAM)
-        return cls(**StreamOptions.common(o, "Elements"), **DehydratorRead.fields(o))
+    def parse(cls, raw: Mapping[str, Any], use: str | tuple[str, ...] = DH_STREAM) -> SourceOptions:
+        o = Options(raw, FORMAT, use)
+        fields = DehydratorRead.fields(o)
+        return cls(**StreamOptions.common(o, "Elements"), **fields)
 
     def target(self) -> Dehydrator:
         return Dehydrator(

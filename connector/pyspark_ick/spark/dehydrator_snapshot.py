@@ -67,7 +67,8 @@ class SnapshotOptions(DehydratorRead):
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> SnapshotOptions:
         o = Options(raw, FORMAT, DH_READ)
-        return cls(connection=o.connection(), shards=o.get("shards"), **DehydratorRead.fields(o))
+        fields = DehydratorRead.fields(o)
+        return cls(connection=o.connection(), shards=o.shards(), **fields)
 
     def label(self, shard: int) -> str:
         return f"dehydrator {self.dehydrator!r} shard {shard}"

@@ -151,7 +151,6 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
     return DehydratorSink(
         connection=opts.connection(),
         name=opts.get("dehydrator"),
-        shards=opts.get("shards"),
         on_duplicate=opts.get("onDuplicate"),
         element=found["element"],
         id=found.get("id"),
@@ -159,6 +158,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> DehydratorSink:
         delay_column=found.get("delayms"),
         release_column=found.get("releaseat"),
         chunk=opts.get("chunkSize"),
+        shards=opts.shards(),  # last: it asks Redis
     )
 
 

@@ -28,6 +28,7 @@ from ..keys import IckKeys, shard_names
 from ..option_table import ICK_STREAM
 from ..options import Options
 from ..retries import group_failures, hand_back
+from .ick_reader import retry_policy
 
 logger = logging.getLogger("pyspark_ick.failures")
 
@@ -47,9 +48,11 @@ class Target:
 
     @classmethod
     def of(cls, options: Mapping[str, Any]) -> Target:
-        """From the options of the stream (``readStream.format("ick")``'s own dict)."""
+        """From the options of the stream (``readStream.format("ick")``'s own dict). Its
+        retry options are checked, not used: the stream reader's decide, at the commit."""
         o = Options(options, "ick", ICK_STREAM)
-        return cls(o.connection(), o.get("ick"), o.get("shards"))
+        retry_policy(o)
+        return cls(o.connection(), o.get("ick"), o.shards())
 
     def hand_back(self, rows: Iterable[tuple[Any, int, int, int, Any]]) -> list[int]:
         """Hand back ``(member, shard, reservation, deliveries, error)`` rows; returns
@@ -78,9 +81,12 @@ def retry_later(failed: Any, options: Mapping[str, Any], *, error: str = "error"
     ``failed``: rows of the batch (its columns ``member, shard, reservation,
     deliveries``) with the error text in column ``error``: a DataFrame (handed back by
     its tasks), or on the driver an iterable of such Rows or dicts, or of ``(row,
-    error)`` pairs. ``options``: the stream's options (``ick``, ``shards``, ``redis.*``).
-    Call it from ``foreachBatch`` before it returns. Returns [recorded, not in their
-    reservation, late] (late: the batch was committed or delivered again meanwhile).
+    error)`` pairs. ``options``: the stream's options; it uses ``ick``, ``shards`` (the
+    recorded count when left out) and ``redis.*``. Its ``maxAttempts``, ``retryBackoff``
+    and ``retryBackoffMax`` are checked but not used: the stream reader's decide, at the
+    batch's commit. Call it from ``foreachBatch`` before it returns. Returns [recorded,
+    not in their reservation, late] (late: the batch was committed or delivered again
+    meanwhile).
     """
     target = Target.of(options)
     if hasattr(failed, "mapInArrow"):  # a DataFrame

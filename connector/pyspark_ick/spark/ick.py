@@ -31,17 +31,15 @@ class DefaultSource(DataSource):
         checked here, so a misspelled one fails there, not after ``start()`` (stream or
         batch cannot be told apart yet: an option of either passes, and the reader checks
         the exact use later)."""
-        from ..option_table import ICK_READ, ICK_STREAM, READS
-        from ..options import check_known
+        from ..option_table import ICK_READ, READS
         from .dead_letters_reader import dead_letter_schema, wants_dead_letters
         from .ick_reader import ReaderOptions, stream_schema
 
         if len(self.options) == 0:  # a SQL table's: require_options says why, later
             return stream_schema()
-        check_known(self.options, READS["ick"])
         if wants_dead_letters(self.options):  # a batch read's only
             return dead_letter_schema(ReaderOptions.parse(self.options, ICK_READ).binary)
-        return stream_schema(ReaderOptions.parse(self.options, ICK_STREAM).binary)
+        return stream_schema(ReaderOptions.parse(self.options, READS["ick"]).binary)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .ick_writer import batch_writer

@@ -12,7 +12,8 @@ Spark asks the data source for its schema without saying whether it reads a batc
 stream, so the default schema is STREAM_SCHEMA; a batch read returns whichever of the
 columns ``member, score, shard, reservation, state`` (SNAPSHOT_SCHEMA) the schema names.
 
-Options: connection options (redis.*), ``ick`` (required), ``shards`` (default 1),
+Options: connection options (redis.*), ``ick`` (required), ``shards`` (default: the count
+recorded in Redis, else 1),
 ``memberType`` (``string`` | ``binary``),
 ``maxMembersPerTrigger`` (default 500000, split across shards), ``consumerId``,
 ``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
@@ -110,6 +111,12 @@ def options_binary(opts: Options) -> bool:
     return bool(opts.get("memberType") == "binary")
 
 
+def retry_policy(o: Options) -> RetryPolicy:
+    """Options ``maxAttempts``, ``retryBackoff`` and ``retryBackoffMax`` as a RetryPolicy
+    (IckConfigError naming the option for a value it cannot take, e.g. ``"0"``)."""
+    return RetryPolicy(o.get("maxAttempts"), o.get("retryBackoff"), o.get("retryBackoffMax"))
+
+
 @dataclass(frozen=True)
 class ReaderOptions(StreamOptions):
     """The options of the ick readers, validated on the driver."""
@@ -119,17 +126,12 @@ class ReaderOptions(StreamOptions):
     policy: RetryPolicy  # maxAttempts, retryBackoff, retryBackoffMax
 
     @classmethod
-    def parse(cls, raw: Any, use: str = ICK_STREAM) -> ReaderOptions:
+    def parse(cls, raw: Any, use: str | tuple[str, ...] = ICK_STREAM) -> ReaderOptions:
         o = Options(raw, "ick", use)
         stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
-        return cls(
-            **StreamOptions.common(stream, "Members"),
-            ick=o.get("ick"),
-            binary=options_binary(o),
-            policy=RetryPolicy(
-                stream.get("maxAttempts"), stream.get("retryBackoff"), stream.get("retryBackoffMax")
-            ),
-        )
+        ick, binary = o.get("ick"), options_binary(o)
+        policy = retry_policy(stream)
+        return cls(**StreamOptions.common(stream, "Members"), ick=ick, binary=binary, policy=policy)
 
     def sharded(self) -> ShardedIck:
         return ShardedIck(self.connection.client(), self.ick, self.shards)

@@ -129,7 +129,6 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
     opts = Options(options, FORMAT, ICK_WRITE)
     connection = opts.connection()
     ick = opts.get("ick")
-    shards = opts.get("shards")
     skip = opts.get("onInvalid") == "skip"
     chunk = opts.get("chunkSize")
     columns = ", ".join(schema.fieldNames()) or "none"
@@ -163,7 +162,7 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
                 f"format('ick'): score column {score!r} has type {kind.simpleString()}; "
                 "expected a numeric or timestamp column"
             )
-    return IckSink(connection, ick, shards, chunk, member, score, skip)
+    return IckSink(connection, ick, opts.shards(), chunk, member, score, skip)
 
 
 def prepare(sink: IckSink, overwrite: bool) -> None:

@@ -71,6 +71,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from ..connection import ConnectionSpec
+from ..errors import IckError
 from ..options import Options
 from . import planning
 from .ahead import Ahead
@@ -132,15 +133,16 @@ class StreamOptions:
     @staticmethod
     def common(o: Options, items: str) -> dict[str, Any]:
         """The fields of StreamOptions from ``o``; ``items``: ``Members`` or ``Elements``
-        (options max<items>PerTrigger, min<items>PerPartition)."""
-        return {
+        (options max<items>PerTrigger, min<items>PerPartition). The shard count is
+        resolved last (Options.shards asks Redis), once every option has been read."""
+        fields = {
             "connection": o.connection(),
-            "shards": o.get("shards"),
             "max_per_trigger": o.get(f"max{items}PerTrigger"),
             "min_per_partition": o.get(f"min{items}PerPartition"),
             "consumer_id": o.get("consumerId"),
             "lease_ms": o.get("leaseTimeout"),
         }
+        return {**fields, "shards": o.shards()}
 
 
 class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -188,6 +190,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._latest: Offset | None = None
         self._sizes: list[int] = []  # items per shard in the last latestOffset's ranges
         self._logged: Offset | None = None  # the last end offset Spark planned
+        self._initial: Offset | None = None  # what initialOffset returned
         self._ahead: Ahead | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -218,7 +221,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return {str(i): log_.last_committed() for i, log_ in enumerate(self._driver())}
 
     def initialOffset(self) -> Offset:
-        offset = self._committed()
+        offset = self._initial = self._committed()
         logger.debug("initialOffset %s", offset)
         return offset
 
@@ -308,12 +311,29 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         self._logged = end
         protocol_point("before_read")
         known = end == self._latest and len(self._sizes) == self.shards
+        moved = planning.ranges(start, end, self.shards)
+        if not moved and end != self._latest and start == self._initial:
+            self._refuse_replay(end)
         return planning.partitions(
-            planning.ranges(start, end, self.shards),
+            moved,
             self._sizes if known else None,
             self.min_per_partition,
             lambda whole: self._driver()[whole.shard].repeated() > whole.start,
         )
+
+    def _refuse_replay(self, end: Offset) -> None:
+        """Raise for a replay of the query's first batch (its start: ``initialOffset``)
+        that holds no reservation: Spark logged it because its numbers moved, so someone
+        else committed them since (``pyspark-ick release``, a reshard, another consumer),
+        and initialOffset, which starts from what is committed, now starts past them."""
+        for i, number in sorted((int(k), int(v)) for k, v in end.items()):
+            if number > 0 and i < self.shards:
+                raise IckError(
+                    f"{self._driver()[i].label}: number {number} was committed already "
+                    "(pyspark-ick release, a reshard or another consumer): this query's "
+                    "checkpoint replays a batch whose reservations are gone. Start the "
+                    "query with a new checkpointLocation: it delivers what is queued"
+                )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         start_task()
