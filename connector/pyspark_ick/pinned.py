@@ -175,6 +175,27 @@ class PinnedCluster(CoreCommands):  # type: ignore[misc]
         return False
 
 
+def reroute(client: Any, key: Any) -> bool:
+    """Ask where ``key``'s primary is now, so the next call on ``key`` goes there: on Redis
+    Cluster read the slots again, through Sentinel ask the sentinels (redis-py then closes
+    the idle connections to another node, and the busy ones when they come back). True
+    when it moved; a plain client has nowhere else to go (False). A paused primary that
+    Sentinel replaced stays a master for seconds once it runs again: calls sent on an old
+    connection still reach it, and it lacks every write made since (issue 46)."""
+    try:
+        if isinstance(client, redis.RedisCluster):
+            before = client.get_node_from_key(key).name
+            client.nodes_manager.initialize()
+            return bool(client.get_node_from_key(key).name != before)
+        pool: Any = getattr(client, "connection_pool", None)
+        if not hasattr(pool, "get_master_address"):
+            return False
+        before = pool.master_address
+        return tuple(pool.get_master_address()) != tuple(before or ())
+    except (redis.RedisError, redis.exceptions.RedisClusterException):
+        return False  # nobody answers: the caller tries again
+
+
 def pin(client: Any) -> Pinned | PinnedCluster:
     """A new pinned client of ``client`` (its settings shared)."""
     if isinstance(client, redis.RedisCluster):

@@ -1,0 +1,110 @@
+"""A read of a reservation or claim that reaches a stale primary (issue 46), with real
+servers: a primary A, its replica B and a sentinel. B is made the primary and the sentinel
+told so, while A runs on as a master that nobody will demote: the "paused, replaced,
+resumed" primary of a Sentinel failover, held still. A reader whose pool kept a connection
+to A must read the manifests a reserve made on B there, never hand over an empty batch
+that the commit on B would then close (acknowledged adds lost).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pyspark_ick import Dehydrator, Ick, IckConnectionError, connect
+from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.testing import RedisServer, SentinelSet, start_sentinels, wait_until
+
+TTL = 30_000
+ITEMS = 25
+
+
+def ick_log(client: Any, fill: bool) -> ReservationLog:
+    """Ick "q" (one shard), with ITEMS members when ``fill``."""
+    if fill:
+        Ick(client, "q").add({f"m{i:03}": float(i) for i in range(ITEMS)})
+    return ReservationLog(client, "q")
+
+
+def claim_log(client: Any, fill: bool) -> Any:
+    """Dehydrator "d" (one shard), with ITEMS elements due now when ``fill``."""
+    if fill:
+        ids = [f"e{i:03}" for i in range(ITEMS)]
+        Dehydrator(client, "d").park(ids, [f"x{i}" for i in ids], [0] * ITEMS)
+    return Dehydrator(client, "d").claim_log(0)
+
+
+LOGS = {"reservations": ick_log, "claims": claim_log}
+WIDTH = {"reservations": 2, "claims": 3}  # values an item in a manifest
+
+
+@pytest.fixture
+def pair() -> Iterator[SentinelSet]:
+    """A primary, one replica, one sentinel (this test's only)."""
+    found = start_sentinels(1, 1, service="stale")
+    yield found
+    found.stop()
+
+
+def replace_primary(sentinels: SentinelSet) -> tuple[RedisServer, RedisServer]:
+    """Promote the replica and point the sentinel at it, leaving the old primary a master
+    that the sentinel no longer knows (so never demotes): (old, new)."""
+    old, new = sentinels.primary(), sentinels.replicas()[0]
+    with old.client() as c:
+        assert c.wait(1, 5000) == 1  # the replica has every write so far
+    with new.client() as c:
+        c.replicaof("NO", "ONE")
+    for sentinel in sentinels.sentinels:
+        with sentinel.client() as c:
+            c.sentinel_remove(sentinels.service)
+            c.sentinel_monitor(sentinels.service, new.host, new.port, 1)
+    wait_until(lambda: sentinels.primary_port() == new.port, timeout=10, what="the new primary")
+    return old, new
+
+
+@pytest.mark.parametrize("replicas", [0, 1])
+@pytest.mark.parametrize("kind", LOGS)
+def test_a_reader_connected_to_a_replaced_primary_reads_the_new_ones_manifests(
+    pair, kind, replicas
+):
+    reader = connect(pair.url, wait_replicas=replicas, retry_timeout=10)
+    log = LOGS[kind](reader, fill=True)
+    assert log.counters() == (0, 0)  # the reader's pool holds a connection to the primary
+    old, new = replace_primary(pair)
+
+    driver = connect(pair.url)  # a new client: it asks the sentinel, and reaches the new one
+    written = LOGS[kind](driver, fill=False)
+    fence = written.lease.acquire("driver", TTL)
+    head = written.reserve(None, 0, fence).head
+    assert head >= 1
+    with old.client() as c:
+        assert c.hget(written.log_key, written.head_field) is None  # the stale node lacks it
+
+    manifests = log.read_numbered(0, head, "run-1")
+    assert sum(len(m.items) for m in manifests) == WIDTH[kind] * ITEMS
+    assert [m.number for m in manifests] == list(range(1, head + 1))
+    with new.client() as c:
+        assert c.hget(written.log_key, "dlv:1") == b"1 run-1"  # counted where it lives
+
+
+def test_a_number_missing_on_the_primary_fails_the_read_when_replicas_confirm(redis_url):
+    """With redis.waitReplicas a reserve that returned is on a replica: a number past the
+    head is never read as an empty batch. The read asks again for redis.retryTimeout, then
+    fails naming the numbers (Spark runs the batch again)."""
+    reader = connect(redis_url, wait_replicas=1, retry_timeout=1)
+    log = ReservationLog(reader, "q")
+    started = time.monotonic()
+    with pytest.raises(IckConnectionError, match=r"number\(s\) 1, 2 of 1..2 are missing"):
+        log.read_numbered(0, 2, "run-1")
+    assert 1 <= time.monotonic() - started < 5
+
+
+def test_without_replicas_a_number_lost_by_the_primary_reads_as_lost(client, caplog):
+    """Without redis.waitReplicas a failover may lose a reserve: its items are back in the
+    queue, and the read leaves it out, saying so (as before)."""
+    log = ReservationLog(client, "q")
+    assert log.read_numbered(0, 1, "run-1") == []
+    assert "number 1 was lost with writes Redis did not keep" in caplog.text
