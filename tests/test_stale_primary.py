@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pyspark_ick import Dehydrator, Ick, IckConnectionError, connect
+from pyspark_ick import Dehydrator, Ick, IckConnectionError, connect, replication
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import RedisServer, SentinelSet, start_sentinels, wait_until
 
@@ -108,3 +108,65 @@ def test_without_replicas_a_number_lost_by_the_primary_reads_as_lost(client, cap
     log = ReservationLog(client, "q")
     assert log.read_numbered(0, 1, "run-1") == []
     assert "number 1 was lost with writes Redis did not keep" in caplog.text
+
+
+# --- a write whose primary turned into a replica (issue 40 item 1) -----------------------
+
+
+def demote(sentinels: SentinelSet) -> tuple[RedisServer, RedisServer]:
+    """``replace_primary``, then make the old primary a replica of the new one: what a
+    primary paused past the down-after time meets once it runs again. (old, new)"""
+    old, new = replace_primary(sentinels)
+    with old.client() as c:
+        c.replicaof(new.host, new.port)
+    return old, new
+
+
+def test_a_wait_refused_by_a_demoted_primary_runs_the_write_again_on_the_new_one(pair):
+    """The write ran on the primary, which is a replica by the time WAIT comes ("WAIT
+    cannot be used with replica instances"): a failover, not a lost connection. The
+    replay-safe write runs again on the primary the sentinel names, and WAITs there."""
+    client = connect(pair.url, wait_replicas=1, retry_timeout=20)
+    Ick(client, "q").add({"before": 1.0})  # the write's pinned connection, kept
+    ran_on: list[int] = []
+    nodes: list[RedisServer] = []
+
+    def calls(c: Any) -> int:
+        added = int(c.zadd("z", {"m": 1.0}))
+        ran_on.append(int(c.connection.port))  # where it ran (opened again through Sentinel)
+        if len(ran_on) == 1:
+            nodes.extend(demote(pair))
+        return added
+
+    replication.write(client, calls, what="the test's write")
+    old, new = nodes
+    assert ran_on == [old.port, new.port]
+    with new.client() as c:
+        assert c.zscore("z", "m") == 1.0
+    Ick(client, "q").add({"after": 2.0})  # the next write reaches the new primary too
+    with new.client() as c:
+        assert Ick(c, "q").stats()["pset_size"] == 2
+
+
+def test_a_write_refused_as_a_replica_until_the_deadline_says_a_failover_happened(pair):
+    """Through a plain URL nobody names a new primary: the write fails when
+    redis.retryTimeout is up, saying a failover happened and what WAIT counted."""
+    old = pair.primary()
+    client = connect(f"redis://{old.host}:{old.port}/0", wait_replicas=1, retry_timeout=2)
+    ran = 0
+
+    def calls(c: Any) -> int:
+        nonlocal ran
+        ran += 1
+        added = int(c.zadd("z", {"m": 1.0}))
+        if ran == 1:
+            demote(pair)
+        return added
+
+    started = time.monotonic()
+    with pytest.raises(IckConnectionError, match="a failover happened") as failed:
+        replication.write(client, calls, what="the test's write")
+    took = time.monotonic() - started
+    assert "is a replica now" in str(failed.value) and "connection" not in str(failed.value)
+    assert 2 <= took < 8, took
+    assert ran > 1  # it ran again (each time refused: READONLY), until the deadline

@@ -49,8 +49,13 @@ REFUSALS = (
     "MOVED",
     "ASK",
     "TTL exhausted",
+    "WAIT cannot be used with replica",
 )
 """Replies that refuse a command before it runs: the command did nothing."""
+
+FAILED_OVER = ("READONLY", "You can't write against a read only replica", "MOVED")
+"""Replies of a node that is a replica now, or no longer owns the slot: a failover (with
+"WAIT cannot be used with replica" and redis-py's ``DEMOTED``)."""
 
 NOT_RUN_TYPES = (
     redis.exceptions.BusyLoadingError,
@@ -207,6 +212,20 @@ def while_connecting(error: BaseException) -> bool:
             return True
         tb = tb.tb_next
     return False
+
+
+def failed_over(error: BaseException) -> bool:
+    """True when a node refused because it is no longer the primary of the key (a replica
+    now, or its slot moved): a failover, after which the write goes to the new primary
+    (ask Sentinel, read the slots again) and runs there again when it is replay-safe. A
+    primary paused past the node timeout and replaced refuses WAIT this way once it runs
+    again (issue 40)."""
+    return any(
+        isinstance(e, (redis.exceptions.ReadOnlyError, redis.exceptions.MovedError))
+        or (isinstance(e, redis.ConnectionError) and str(e).startswith(DEMOTED))
+        or str(e).lstrip("-").startswith((*FAILED_OVER, "WAIT cannot be used with replica"))
+        for e in chain(error)
+    )
 
 
 def not_run(error: BaseException) -> bool:
