@@ -13,7 +13,9 @@ A Sentinel failover is transient like the others: redis-py's Sentinel client ask
 sentinels for the primary on each new connection (a sentinel that does not answer is
 skipped for the next); no primary up yet (MasterNotFoundError) and a READONLY from a
 demoted primary (which redis-py turns into "The previous master is now a slave") prove
-the command never ran.
+the command never ran. A node that refuses as a replica (``failed_over``: READONLY, WAIT
+refused on a replica, MOVED) was failed over: a write that waits for replicas runs again
+on the new primary (replication.py).
 """
 
 from __future__ import annotations

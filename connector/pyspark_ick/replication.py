@@ -11,7 +11,11 @@ call of a shard goes to the node that owns its slot); kept for the next write. I
 connection was opened again in between (the primary failed over, a reset, a MOVED slot),
 the WAIT would not cover the calls sent on the old one: a replay-safe write runs again on
 the new connection, any other fails. So does a replay-safe write that a primary Sentinel
-has replaced took (it gets no replica: WAIT times out, the sentinels name another primary).
+has replaced took (it gets no replica: WAIT times out, the sentinels name another primary),
+and one whose node refuses as a replica (READONLY, "WAIT cannot be used with replica
+instances", MOVED: a primary paused past the failover and continued, issue 40): that is a
+failover, so the write goes to the new primary (the sentinels asked again, a cluster's
+slots read again) and runs there; its last error says a failover happened.
 Fewer replicas than asked within ``redis.waitTimeout``: a replay-safe write WAITs again,
 like any transient error, until ``redis.retryTimeout``; then (at once for the others) it is
 ReplicationError: the write is on the primary and may or may not survive a failover;
