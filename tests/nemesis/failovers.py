@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis_faults import kill, restart, wait_promoted
+from redis_faults import kill, replicas_behind, restart, wait_promoted
 
 from nemesis.processes import signal_pid
 from pyspark_ick import IckError
@@ -156,3 +156,21 @@ class Failovers:
         finally:
             signal_pid(pid, signal.SIGCONT)
         return began
+
+    def sentinel_lagging(self) -> dict[str, Any]:
+        """A lagging replica promoted: the replicas stopped and the primary's buffers to
+        them filled (redis_faults.replicas_behind), adds and reserves going on 0.3-0.8 s
+        (under the sentinels' down-after), kill -9 of the primary, the replicas continued:
+        Sentinel promotes one that lacks what the primary took since. Writers that wait for
+        a replica had nothing acknowledged in that time (issue 40)."""
+        lag = self.rng.uniform(0.3, 0.8)
+        with replicas_behind(self.sentinels) as old:
+            self._hold(lag)
+            began = time.monotonic()
+            kill(old)
+        answered = self._answered(began, old.port)
+        new = wait_promoted(self.sentinels, old, 60)
+        down = self.rng.uniform(2, 6)
+        self._hold(down)
+        self._revive(old)
+        return promotion(old, new, answered, lag=round(lag, 2))

@@ -53,7 +53,8 @@ OUTAGE = "outage"  # Redis down longer than redis.retryTimeout: the query fails,
 CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner", "stop_consumer")
 KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER_KINDS)
 FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
-STALE = ("sentinel_stale",)  # a primary paused until replaced, continued: issue 46
+STALE = ("sentinel_stale", "sentinel_lagging")  # a primary paused until replaced, then
+# continued (issue 46); a lagging replica promoted (issue 40)
 SENTINEL_KINDS = (*FAILOVERS, *STALE, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
 # out the primary's own address)
 CLUSTER_FAILOVERS = ("cluster_kill", "cluster_failover", "cluster_stop", "cluster_migrate")
