@@ -68,7 +68,7 @@ def replace_primary(sentinels: SentinelSet) -> tuple[RedisServer, RedisServer]:
 @pytest.mark.parametrize("replicas", [0, 1])
 @pytest.mark.parametrize("kind", LOGS)
 def test_a_reader_connected_to_a_replaced_primary_reads_the_new_ones_manifests(
-    pair, kind, replicas
+    pair, kind, replicas, caplog
 ):
     reader = connect(pair.url, wait_replicas=replicas, retry_timeout=10)
     log = LOGS[kind](reader, fill=True)
@@ -88,6 +88,8 @@ def test_a_reader_connected_to_a_replaced_primary_reads_the_new_ones_manifests(
     assert [m.number for m in manifests] == list(range(1, head + 1))
     with new.client() as c:
         assert c.hget(written.log_key, "dlv:1") == b"1 run-1"  # counted where it lives
+    assert "reading again on the primary named now (it moved)" in caplog.text
+    assert "was lost" not in caplog.text
 
 
 def test_a_number_missing_on_the_primary_fails_the_read_when_replicas_confirm(redis_url):

@@ -228,6 +228,13 @@ class NumberedLog:
                 return out
             moved = pinned.reroute(self.client, self.log_key)
             if deadline is None:  # read once more, wherever the primary is named now
+                logger.warning(
+                    "%s: number(s) %s past the log's head on the node read (a replaced "
+                    "primary?); reading again on the primary named now%s",
+                    self.label,
+                    ", ".join(map(str, lost)),
+                    " (it moved)" if moved else "",
+                )
                 deadline = time.monotonic() + settings(self.client).retry_timeout
                 continue
             if not replication.waits(self.client):
