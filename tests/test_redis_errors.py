@@ -97,6 +97,9 @@ WAIT_ON_REPLICA = (
 )
 
 
+UNBLOCKED = (
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+)
 RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
     ("LOADING", lambda p: redis.exceptions.BusyLoadingError("Redis is loading"), True, True),
     ("TRYAGAIN", lambda p: redis.exceptions.TryAgainError("TRYAGAIN slot"), True, True),
@@ -179,6 +182,7 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
         (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), True),
         (redis.exceptions.MovedError("3999 127.0.0.1:7001"), True),
         (redis.ConnectionError("The previous master is now a slave"), True),
+        (redis.ResponseError(UNBLOCKED), True),
         (redis.exceptions.BusyLoadingError("LOADING Redis is loading"), False),
         (redis.ConnectionError("Connection reset by peer"), False),
         (redis.ResponseError("ERR wrong number of arguments"), False),

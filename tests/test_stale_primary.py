@@ -8,6 +8,9 @@ that the commit on B would then close (acknowledged adds lost).
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +19,13 @@ import pytest
 
 from pyspark_ick import Dehydrator, Ick, IckConnectionError, connect, replication
 from pyspark_ick.reservations import ReservationLog
-from pyspark_ick.testing import RedisServer, SentinelSet, start_sentinels, wait_until
+from pyspark_ick.testing import (
+    RedisServer,
+    SentinelSet,
+    free_port,
+    start_sentinels,
+    wait_until,
+)
 
 TTL = 30_000
 ITEMS = 25
@@ -172,3 +181,38 @@ def test_a_write_refused_as_a_replica_until_the_deadline_says_a_failover_happene
     assert "is a replica now" in str(failed.value) and "connection" not in str(failed.value)
     assert 2 <= took < 8, took
     assert ran > 1  # it ran again (each time refused: READONLY), until the deadline
+
+
+def test_a_wait_blocked_when_its_primary_turns_into_a_replica_is_a_failover(pair):
+    """WAIT blocks (the replica is stopped) and the primary turns into a replica: Redis
+    unblocks it ("UNBLOCKED ... master -> replica?"), as the cluster storm of
+    docs/records/failover-storms.md met it. A failover: the write runs again until
+    redis.retryTimeout, then says so."""
+    old, replica = pair.primary(), pair.replicas()[0]
+    assert replica.process is not None
+    client = connect(f"redis://{old.host}:{old.port}/0", wait_replicas=1, retry_timeout=2)
+
+    def demote_soon() -> None:
+        with old.client() as c:
+            wait_until(lambda: blocked(c) == 1, timeout=10, what="a client in WAIT")
+            c.replicaof(old.host, free_port())
+
+    def calls(c: Any) -> int:
+        if not demoting.is_alive() and demoting.ident is None:
+            os.kill(replica.process.pid, signal.SIGSTOP)  # WAIT 1 blocks
+            demoting.start()
+        return int(c.zadd("z", {"m": 1.0}))
+
+    demoting = threading.Thread(target=demote_soon)
+    try:
+        with pytest.raises(IckConnectionError, match="a failover happened") as failed:
+            replication.write(client, calls, what="the test's write")
+    finally:
+        os.kill(replica.process.pid, signal.SIGCONT)
+        demoting.join(10)
+    assert "UNBLOCKED" in str(failed.value) or "replica" in str(failed.value)
+
+
+def blocked(c: Any) -> int:
+    """Clients blocked (in WAIT) on the server of ``c``."""
+    return int(c.info("clients")["blocked_clients"])

@@ -55,9 +55,15 @@ REFUSALS = (
 )
 """Replies that refuse a command before it runs: the command did nothing."""
 
-FAILED_OVER = ("READONLY", "You can't write against a read only replica", "MOVED")
+FAILED_OVER = (
+    "READONLY",
+    "You can't write against a read only replica",
+    "MOVED",
+    "UNBLOCKED force unblock from blocking operation, instance state changed",
+)
 """Replies of a node that is a replica now, or no longer owns the slot: a failover (with
-"WAIT cannot be used with replica" and redis-py's ``DEMOTED``)."""
+"WAIT cannot be used with replica" and redis-py's ``DEMOTED``). A WAIT that was blocked
+when its primary turned into a replica is UNBLOCKED."""
 
 NOT_RUN_TYPES = (
     redis.exceptions.BusyLoadingError,
@@ -257,7 +263,7 @@ def transient(error: BaseException) -> bool:
         error, (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
     ):
         return True
-    return not_run(error)
+    return not_run(error) or failed_over(error)
 
 
 def retryable(error: BaseException, replay_safe: bool) -> bool:
