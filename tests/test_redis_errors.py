@@ -90,6 +90,16 @@ def cert_refused() -> BaseException:
 
 
 #: name, the error, transient, not_run
+WAIT_ON_REPLICA = (
+    "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
+    "replica is configured to be writable (which is not the default) writes to replicas are "
+    "just local and are not propagated."
+)
+
+
+UNBLOCKED = (
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+)
 RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
     ("LOADING", lambda p: redis.exceptions.BusyLoadingError("Redis is loading"), True, True),
     ("TRYAGAIN", lambda p: redis.exceptions.TryAgainError("TRYAGAIN slot"), True, True),
@@ -132,6 +142,12 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
         True,
         True,
     ),
+    (  # a primary paused past the failover, continued as a replica: WAIT did not run
+        "WAIT refused by a replica",
+        lambda p: redis.ResponseError(WAIT_ON_REPLICA),
+        True,
+        True,
+    ),
     ("reset while connecting", reset_while_connecting, True, True),
     ("reply lost (timeout mid-call)", reply_lost, True, False),
     ("reset mid-call", reset_mid_call, True, False),
@@ -157,6 +173,28 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
     ("script error", lambda p: redis.ResponseError("ERR wrong number of arguments"), False, False),
     ("OOM", lambda p: redis.exceptions.OutOfMemoryError("OOM command not allowed"), False, False),
 ]
+
+
+@pytest.mark.parametrize(
+    ("error", "failed_over"),
+    [
+        (redis.ResponseError(WAIT_ON_REPLICA), True),
+        (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), True),
+        (redis.exceptions.MovedError("3999 127.0.0.1:7001"), True),
+        (redis.ConnectionError("The previous master is now a slave"), True),
+        (redis.ResponseError(UNBLOCKED), True),
+        (redis.exceptions.BusyLoadingError("LOADING Redis is loading"), False),
+        (redis.ConnectionError("Connection reset by peer"), False),
+        (redis.ResponseError("ERR wrong number of arguments"), False),
+    ],
+    ids=str,
+)
+def test_a_refusal_as_a_replica_is_a_failover(error, failed_over):
+    """What replication.write treats as a failover (the write goes to the new primary)."""
+    assert rules.failed_over(error) is failed_over
+    wrapped = IckConnectionError("Ick 'q': Redis did not answer")
+    wrapped.__cause__ = error
+    assert rules.failed_over(wrapped) is failed_over  # as scripts.run raises it
 
 
 @pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES, ids=[r[0] for r in RULES])

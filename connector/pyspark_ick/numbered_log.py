@@ -20,13 +20,14 @@ is, and the client calls again. The scripts of both kinds take their ARGV in one
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
-from . import bounds, replication, scripts
-from .clients import Client
-from .errors import IckError
+from . import bounds, pinned, replication, scripts
+from .clients import Client, settings
+from .errors import IckConnectionError, IckError
 from .keys import ShardKeys
 from .lease import Fence, Lease
 from .retries import RetryPolicy
@@ -211,9 +212,60 @@ class NumberedLog:
         """The manifests ``start < n <= end`` (lua/log_read.lua), in bounded calls; the
         first read by a reader whose delivery ``token`` differs from the last counts one
         delivery more ("": count nothing). A manifest that must exist and does not raises
-        IckScriptError; one that Redis lost with its latest writes (past the log's head: a
-        failover, a restore) is left out, and its items are back where Redis kept them."""
+        IckScriptError. A number past the log's head on the node read is read again on the
+        node Sentinel or the cluster's slots name now (``pinned.reroute``): an old
+        connection may reach a replaced primary that still runs, which lacks it (issue 46).
+        Still missing there, it was lost with writes Redis did not keep (a failover, a
+        restore): left out, its items are back where Redis kept them. With
+        redis.waitReplicas a reserve that returned is on a replica, so it cannot be lost:
+        the read asks again until redis.retryTimeout, then fails (Spark runs the batch
+        again); it never reads as empty."""
+        deadline: float | None = None
+        pause = 0.05
+        while True:
+            out, lost = self._read_range(start, end, token)
+            if not lost:
+                return out
+            moved = pinned.reroute(self.client, self.log_key)
+            if deadline is None:  # read once more, wherever the primary is named now
+                logger.warning(
+                    "%s: number(s) %s past the log's head on the node read (a replaced "
+                    "primary?); reading again on the primary named now%s",
+                    self.label,
+                    ", ".join(map(str, lost)),
+                    " (it moved)" if moved else "",
+                )
+                deadline = time.monotonic() + settings(self.client).retry_timeout
+                continue
+            if not replication.waits(self.client):
+                for number in lost:
+                    logger.warning(
+                        "%s: number %d was lost with writes Redis did not keep (a "
+                        "failover or a restore); its items are delivered again later",
+                        self.label,
+                        number,
+                    )
+                return out
+            if time.monotonic() > deadline:
+                raise IckConnectionError(
+                    f"{self.label}: number(s) {', '.join(map(str, lost))} of {start + 1}.."
+                    f"{end} are missing on the primary read, for redis.retryTimeout "
+                    f"({settings(self.client).retry_timeout:g} s) of asking Sentinel or the "
+                    "cluster where the primary is. With redis.waitReplicas their reserve "
+                    "reached a replica: this node is a replaced primary that still runs, or "
+                    "the replica promoted was not the one that confirmed it. The batch is "
+                    "not delivered; Spark runs it again (INFO replication on each node "
+                    "shows which one is stale)"
+                )
+            if not moved:
+                time.sleep(pause)
+                pause = min(2 * pause, 1.0)
+
+    def _read_range(self, start: int, end: int, token: str) -> tuple[list[Manifest], list[int]]:
+        """One read of the manifests ``start < n <= end``: those found, and the numbers
+        past the log's head on the node that answered (read as empty)."""
         out: list[Manifest] = []
+        lost: list[int] = []
         n = start
         while n < end:
             names = [self.manifest(r) for r in range(n + 1, min(end, n + bounds.KEYS_PER_CALL) + 1)]
@@ -230,15 +282,9 @@ class NumberedLog:
                     attempts = [int(a) for a in reply[i + 3]]
                     out.append(Manifest(number, items, int(reply[i + 2]), attempts))
                 else:
-                    logger.warning(
-                        "%s: number %d was lost with writes Redis did not keep (a "
-                        "failover or a restore); its items are delivered again "
-                        "later",
-                        self.label,
-                        number,
-                    )
+                    lost.append(number)
             n = int(reply[-4])
-        return out
+        return out, lost
 
     def commit(self, through: int, fence: Fence) -> int:
         """Commit every manifest ``<= through`` (idempotent); returns the last committed.

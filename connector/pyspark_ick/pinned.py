@@ -74,6 +74,12 @@ class Pinned(redis.Redis):
         """WAIT on this connection: how many replicas confirmed this write."""
         return self.read_wait(self.send_wait(replicas, timeout), timeout)
 
+    def stale(self) -> None:
+        """The node refused as a replica (a failover): close the connection, so the next
+        call opens it again (through Sentinel: to the primary the sentinels name now)."""
+        if self.connection is not None:
+            self.connection.disconnect()
+
     def demoted(self) -> bool:
         """True when this connection talks to a primary that the sentinels no longer name
         (after a SENTINEL FAILOVER the old primary takes writes until Sentinel turns it
@@ -123,9 +129,11 @@ class PinnedCluster(CoreCommands):  # type: ignore[misc]
         return self._pin(self.parent.get_node_from_key(key))
 
     def stale(self) -> None:
-        """The next call reads the slots again (a redirect or a lost node seen outside
-        ``execute_command``)."""
+        """The next call reads the slots again (a redirect, a lost node or a node that
+        refused as a replica, seen outside ``execute_command``) on new connections."""
         self._refresh = True
+        for pinned in self.pins.values():
+            pinned.stale()
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         name = str(args[0]).upper()
@@ -173,6 +181,27 @@ class PinnedCluster(CoreCommands):  # type: ignore[misc]
 
     def demoted(self) -> bool:
         return False
+
+
+def reroute(client: Any, key: Any) -> bool:
+    """Ask where ``key``'s primary is now, so the next call on ``key`` goes there: on Redis
+    Cluster read the slots again, through Sentinel ask the sentinels (redis-py then closes
+    the idle connections to another node, and the busy ones when they come back). True
+    when it moved; a plain client has nowhere else to go (False). A paused primary that
+    Sentinel replaced stays a master for seconds once it runs again: calls sent on an old
+    connection still reach it, and it lacks every write made since (issue 46)."""
+    try:
+        if isinstance(client, redis.RedisCluster):
+            before = client.get_node_from_key(key).name
+            client.nodes_manager.initialize()
+            return bool(client.get_node_from_key(key).name != before)
+        pool: Any = getattr(client, "connection_pool", None)
+        if not hasattr(pool, "get_master_address"):
+            return False
+        before = pool.master_address
+        return tuple(pool.get_master_address()) != tuple(before or ())
+    except (redis.RedisError, redis.exceptions.RedisClusterException):
+        return False  # nobody answers: the caller tries again
 
 
 def pin(client: Any) -> Pinned | PinnedCluster:

@@ -13,7 +13,9 @@ A Sentinel failover is transient like the others: redis-py's Sentinel client ask
 sentinels for the primary on each new connection (a sentinel that does not answer is
 skipped for the next); no primary up yet (MasterNotFoundError) and a READONLY from a
 demoted primary (which redis-py turns into "The previous master is now a slave") prove
-the command never ran.
+the command never ran. A node that refuses as a replica (``failed_over``: READONLY, WAIT
+refused on a replica, MOVED) was failed over: a write that waits for replicas runs again
+on the new primary (replication.py).
 """
 
 from __future__ import annotations
@@ -49,8 +51,19 @@ REFUSALS = (
     "MOVED",
     "ASK",
     "TTL exhausted",
+    "WAIT cannot be used with replica",
 )
 """Replies that refuse a command before it runs: the command did nothing."""
+
+FAILED_OVER = (
+    "READONLY",
+    "You can't write against a read only replica",
+    "MOVED",
+    "UNBLOCKED force unblock from blocking operation, instance state changed",
+)
+"""Replies of a node that is a replica now, or no longer owns the slot: a failover (with
+"WAIT cannot be used with replica" and redis-py's ``DEMOTED``). A WAIT that was blocked
+when its primary turned into a replica is UNBLOCKED."""
 
 NOT_RUN_TYPES = (
     redis.exceptions.BusyLoadingError,
@@ -209,6 +222,20 @@ def while_connecting(error: BaseException) -> bool:
     return False
 
 
+def failed_over(error: BaseException) -> bool:
+    """True when a node refused because it is no longer the primary of the key (a replica
+    now, or its slot moved): a failover, after which the write goes to the new primary
+    (ask Sentinel, read the slots again) and runs there again when it is replay-safe. A
+    primary paused past the node timeout and replaced refuses WAIT this way once it runs
+    again (issue 40)."""
+    return any(
+        isinstance(e, (redis.exceptions.ReadOnlyError, redis.exceptions.MovedError))
+        or (isinstance(e, redis.ConnectionError) and str(e).startswith(DEMOTED))
+        or str(e).lstrip("-").startswith((*FAILED_OVER, "WAIT cannot be used with replica"))
+        for e in chain(error)
+    )
+
+
 def not_run(error: BaseException) -> bool:
     """True when Redis (or the network) refused the command before it ran."""
     if _never_retried(error):
@@ -236,7 +263,7 @@ def transient(error: BaseException) -> bool:
         error, (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError)
     ):
         return True
-    return not_run(error)
+    return not_run(error) or failed_over(error)
 
 
 def retryable(error: BaseException, replay_safe: bool) -> bool:

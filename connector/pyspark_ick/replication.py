@@ -11,7 +11,11 @@ call of a shard goes to the node that owns its slot); kept for the next write. I
 connection was opened again in between (the primary failed over, a reset, a MOVED slot),
 the WAIT would not cover the calls sent on the old one: a replay-safe write runs again on
 the new connection, any other fails. So does a replay-safe write that a primary Sentinel
-has replaced took (it gets no replica: WAIT times out, the sentinels name another primary).
+has replaced took (it gets no replica: WAIT times out, the sentinels name another primary),
+and one whose node refuses as a replica (READONLY, "WAIT cannot be used with replica
+instances", MOVED: a primary paused past the failover and continued, issue 40): that is a
+failover, so the write goes to the new primary (the sentinels asked again, a cluster's
+slots read again) and runs there; its last error says a failover happened.
 Fewer replicas than asked within ``redis.waitTimeout``: a replay-safe write WAITs again,
 like any transient error, until ``redis.retryTimeout``; then (at once for the others) it is
 ReplicationError: the write is on the primary and may or may not survive a failover;
@@ -31,11 +35,14 @@ from . import retry
 from .clients import DEFAULT_WAIT_TIMEOUT, settings
 from .errors import IckConfigError, IckConnectionError, ReplicationError
 from .pinned import Pinned, PinnedCluster, pin
-from .redis_errors import retryable, translate
+from .redis_errors import brief, failed_over, retryable, translate
 
 logger = logging.getLogger("pyspark_ick.replication")
 
 T = TypeVar("T")
+
+AGAIN = 0.1
+"""Seconds between runs of a write that a node refused as a replica (a failover)."""
 
 
 def check(replicas: Any, timeout: Any) -> None:
@@ -89,22 +96,33 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: boo
         raise translate(exc, what) from exc
     deadline = time.monotonic() + found.retry_timeout
     run, warned = True, False
+    failover: BaseException | None = None  # the last refusal of a node now a replica
+    confirmed: int | None = None  # what the last WAIT that answered counted
     try:
         while True:
             if run:
                 pinned.start()
-                result = calls(pinned)
+                try:
+                    result = calls(pinned)
+                except (redis.RedisError, IckConnectionError) as exc:
+                    if not (replay_safe and failed_over(exc)):
+                        raise
+                    failover = exc  # refused as a replica all along: to the new primary
+                    pinned.stale()
+                    if time.monotonic() > deadline:
+                        raise _unconfirmed(what, replicas, exc, failover, confirmed) from exc
+                    time.sleep(AGAIN)
+                    continue
             try:
                 if pinned.lost():  # part went on a connection now gone
                     raise redis.ConnectionError("the connection was opened again mid-write")
                 confirmed = pinned.confirm(replicas, timeout)
             except redis.RedisError as exc:
+                if failed_over(exc):  # the node is a replica now: go to the new primary
+                    failover = exc
+                    pinned.stale()
                 if not (replay_safe and retryable(exc, True)) or time.monotonic() > deadline:
-                    raise IckConnectionError(
-                        f"{what}: the write ran, but the connection to the primary was lost "
-                        f"before {replicas} replica(s) confirmed it (redis.waitReplicas): "
-                        f"it may not survive a failover ({type(exc).__name__}: {exc})"
-                    ) from exc
+                    raise _unconfirmed(what, replicas, exc, failover, confirmed) from exc
                 run = True  # run the write again on the new connection, then WAIT
                 continue
             if confirmed >= replicas:
@@ -133,3 +151,28 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: boo
                 warned = True
     finally:
         _give_back(client, pinned)
+
+
+def _unconfirmed(
+    what: str,
+    replicas: int,
+    exc: BaseException,
+    failover: BaseException | None,
+    confirmed: int | None,
+) -> IckConnectionError:
+    """The error of a write whose WAIT could not be had: after a failover (a node that
+    refused as a replica), or a connection lost mid-write."""
+    said = "no WAIT answered" if confirmed is None else f"the last WAIT counted {confirmed}"
+    if failover is not None:
+        return IckConnectionError(
+            f"{what}: a failover happened while the write waited for {replicas} replica(s) "
+            f"(redis.waitReplicas): the node it ran on is a replica now ({brief(str(failover))}"
+            f"); it ran again on the new primary until redis.retryTimeout, but {said} "
+            f"({type(exc).__name__}: {brief(str(exc))}). It may not survive the failover; "
+            "writing it again is safe. Is a new primary up (Sentinel, CLUSTER NODES)?"
+        )
+    return IckConnectionError(
+        f"{what}: the write ran, but the connection to the primary was lost before "
+        f"{replicas} replica(s) confirmed it (redis.waitReplicas; {said}): it may not "
+        f"survive a failover ({type(exc).__name__}: {exc})"
+    )

@@ -194,6 +194,30 @@ class ClusterFailovers:
             detail["promoted"] = detail["new"] != node.port
         return {**detail, "seconds": round(seconds, 2)}
 
+    def cluster_stale(self) -> dict[str, Any]:
+        """SIGSTOP of a primary until its replica, promoted, takes a write for its slot, 2 s
+        more, then SIGCONT: the continued node is a replica now (refusing WAIT and writes
+        sent on old connections, issue 40) once it hears of the promotion."""
+        node = self.rng.choice(primaries(self.cluster))
+        slot = first_slot(node)
+        began = time.monotonic()
+        signal_pid(node.process.pid, signal.SIGSTOP)
+        try:
+            answered, new = self._slot_answered(began, slot, node.port)
+            self._hold(2.0)
+        finally:
+            signal_pid(node.process.pid, signal.SIGCONT)
+        stopped = time.monotonic() - began
+        self._settled()
+        return {
+            "hit": True,
+            "promoted": True,
+            "old": node.port,
+            "new": new,
+            "answered_after": answered,
+            "stopped": round(stopped, 2),
+        }
+
     def cluster_migrate(self) -> dict[str, Any]:
         """The slot of a shard of the Ick (or the dehydrator) moves to another primary, a
         key per MIGRATE, 0.1-1 s apart, while producers and consumer use it; then until the

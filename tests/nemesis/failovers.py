@@ -1,5 +1,6 @@
 """The nemesis's faults of a Sentinel set (--sentinel): kill -9 of the primary, SENTINEL
-FAILOVER and SIGSTOP of the primary, each timed until the primary answers a write again."""
+FAILOVER, SIGSTOP of the primary, and SIGSTOP until a new primary is named then SIGCONT
+(a stale primary, issue 46), each timed until the primary answers a write again."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis_faults import kill, restart, wait_promoted
+from redis_faults import kill, replicas_behind, restart, wait_promoted
 
 from nemesis.processes import signal_pid
 from pyspark_ick import IckError
-from pyspark_ick.testing import wait_until
+from pyspark_ick.testing import role, wait_until
 
 
 def promotion(old: Any, new: Any, answered: float, **more: Any) -> dict[str, Any]:
@@ -121,3 +122,55 @@ class Failovers:
             "seconds": round(seconds, 2),
             "answered_after": answered,
         }
+
+    def _named_other(self, port: int) -> bool:
+        """Whether the sentinels name a primary other than ``port`` (False: none answers)."""
+        with contextlib.suppress(redis.RedisError, IckError, OSError):
+            return self.sentinels.primary_port() != port
+        return False
+
+    def sentinel_stale(self) -> dict[str, Any]:
+        """SIGSTOP of the primary until the sentinels name another, 2 s more, then SIGCONT:
+        it runs on as a master (clients' old connections reach it, and it lacks every write
+        made since) until Sentinel turns it into a replica, seconds later (issue 46)."""
+        old = self.sentinels.primary()
+        assert old.process is not None
+        began = self._pause_until(old.process.pid, lambda: self._named_other(old.port), 2.0)
+        stopped = time.monotonic() - began
+        master = role(old) == "master"  # right after SIGCONT: a stale primary
+        answered = self._answered(began, old.port)
+        new = wait_promoted(self.sentinels, old, 60)
+        self.sentinels.wait_healthy(90)  # the old one demoted, replicating the new one
+        return promotion(
+            old, new, answered, stopped=round(stopped, 2), master_when_continued=master
+        )
+
+    def _pause_until(self, pid: int, done: Callable[[], bool], more: float) -> float:
+        """SIGSTOP ``pid`` until ``done()`` (90 s at most), ``more`` seconds more, then
+        SIGCONT; returns when it was stopped (time.monotonic())."""
+        began = time.monotonic()
+        signal_pid(pid, signal.SIGSTOP)
+        try:
+            wait_until(done, timeout=90, interval=0.05, what="a new primary named")
+            self._hold(more)
+        finally:
+            signal_pid(pid, signal.SIGCONT)
+        return began
+
+    def sentinel_lagging(self) -> dict[str, Any]:
+        """A lagging replica promoted: the replicas stopped and the primary's buffers to
+        them filled (redis_faults.replicas_behind), adds and reserves going on 0.3-0.8 s
+        (under the sentinels' down-after), kill -9 of the primary, the replicas continued:
+        Sentinel promotes one that lacks what the primary took since. Writers that wait for
+        a replica had nothing acknowledged in that time (issue 40)."""
+        lag = self.rng.uniform(0.3, 0.8)
+        with replicas_behind(self.sentinels) as old:
+            self._hold(lag)
+            began = time.monotonic()
+            kill(old)
+        answered = self._answered(began, old.port)
+        new = wait_promoted(self.sentinels, old, 60)
+        down = self.rng.uniform(2, 6)
+        self._hold(down)
+        self._revive(old)
+        return promotion(old, new, answered, lag=round(lag, 2))

@@ -53,12 +53,19 @@ OUTAGE = "outage"  # Redis down longer than redis.retryTimeout: the query fails,
 CONSUMER_KINDS = ("kill_driver", "kill_jvm", "kill_worker", "kill_source_runner", "stop_consumer")
 KINDS = ("redis_kill", "redis_stop", "proxy_reset", "proxy_blackhole", *CONSUMER_KINDS)
 FAILOVERS = ("sentinel_kill", "sentinel_failover", "sentinel_stop")
-SENTINEL_KINDS = (*FAILOVERS, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
+STALE = ("sentinel_stale", "sentinel_lagging")  # a primary paused until replaced, then
+# continued (issue 46); a lagging replica promoted (issue 40)
+SENTINEL_KINDS = (*FAILOVERS, *STALE, *CONSUMER_KINDS)  # --sentinel (no proxy: Sentinel hands
 # out the primary's own address)
 CLUSTER_FAILOVERS = ("cluster_kill", "cluster_failover", "cluster_stop", "cluster_migrate")
-CLUSTER_KINDS = (*CLUSTER_FAILOVERS, *CONSUMER_KINDS)  # --cluster (no proxy: MOVED and
+CLUSTER_STALE = ("cluster_stale",)  # the same on a cluster: issue 40
+CLUSTER_KINDS = (
+    *CLUSTER_FAILOVERS,
+    *CLUSTER_STALE,
+    *CONSUMER_KINDS,
+)  # --cluster (no proxy: MOVED and
 # CLUSTER SLOTS name the nodes' own ports)
-ALL_KINDS = (*KINDS, *FAILOVERS, *CLUSTER_FAILOVERS, ZOMBIE, OUTAGE)
+ALL_KINDS = (*KINDS, *FAILOVERS, *STALE, *CLUSTER_FAILOVERS, *CLUSTER_STALE, ZOMBIE, OUTAGE)
 RESTARTING = {
     ZOMBIE,
     OUTAGE,
@@ -70,7 +77,7 @@ RESTARTING = {
     "stop_consumer",
 }  # the consumer needs a restart (or a takeover) to go on
 LONG_GRACE = (
-    RESTARTING | set(FAILOVERS) | set(CLUSTER_FAILOVERS)
+    RESTARTING | set(FAILOVERS) | set(STALE) | set(CLUSTER_FAILOVERS) | set(CLUSTER_STALE)
 )  # a failover: the readers ride it out, slowly
 
 

@@ -15,9 +15,11 @@ from nemesis.records import Journal
 from nemesis.settings import (
     ALL_KINDS,
     CLUSTER_FAILOVERS,
+    CLUSTER_STALE,
     FAILOVERS,
     LONG_GRACE,
     OUTAGE,
+    STALE,
     ZOMBIE,
     Settings,
 )
@@ -135,7 +137,8 @@ def summarize(
     }
     if settings.sentinel or settings.cluster:
         summary["failovers"] = failovers(
-            faults, CLUSTER_FAILOVERS if settings.cluster else FAILOVERS
+            faults,
+            (*CLUSTER_FAILOVERS, *CLUSTER_STALE) if settings.cluster else (*FAILOVERS, *STALE),
         )
     summary.update(actors(settings, adds, deliveries, writes, dead, faults, events))
     for part in ("fates", "writer", "zombie", "outage"):
