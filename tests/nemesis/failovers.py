@@ -85,12 +85,7 @@ class Failovers:
         old = self.sentinels.primary()
         began = time.monotonic()
         kill(old)
-        answered = self._answered(began, old.port)
-        new = wait_promoted(self.sentinels, old, 60)
-        down = self.rng.uniform(2, 6)
-        self._hold(down)
-        self._revive(old)
-        return promotion(old, new, answered, down_after_promotion=round(down, 2))
+        return self._promoted_then_revived(old, began, "down_after_promotion")
 
     def sentinel_failover(self) -> dict[str, Any]:
         """SENTINEL FAILOVER (graceful): a replica is promoted, the old primary demoted."""
@@ -168,9 +163,16 @@ class Failovers:
             self._hold(lag)
             began = time.monotonic()
             kill(old)
+        return {**self._promoted_then_revived(old, began), "lag": round(lag, 2)}
+
+    def _promoted_then_revived(self, old: Any, began: float, down_key: str = "") -> dict[str, Any]:
+        """After a kill -9 of primary ``old`` at ``began``: wait for the promotion, restart
+        ``old`` 2-6 s later (it rejoins as a replica); the promotion's record, the wait
+        under ``down_key`` if given."""
         answered = self._answered(began, old.port)
         new = wait_promoted(self.sentinels, old, 60)
         down = self.rng.uniform(2, 6)
         self._hold(down)
         self._revive(old)
-        return promotion(old, new, answered, lag=round(lag, 2))
+        extra = {down_key: round(down, 2)} if down_key else {}
+        return promotion(old, new, answered, **extra)
