@@ -37,6 +37,7 @@ class Add(NamedTuple):
     reserved: int
     at: float  # time.monotonic() of the acknowledgement
     kept: bool = True
+    node: int = 0  # the port of the node that ran it (nemesis: which primary took it)
 
 
 def add_recorded(client: Any, ick: str, shards: int, member: str, score: float) -> Add:

@@ -79,6 +79,7 @@ def test_the_dehydrator_routes_the_escaped_text_and_the_bytes_alike(client):
 # --- the readers --------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 13 s at rest: a stream query that fails, then a binary one
 def test_a_member_that_is_not_utf8_fails_the_string_reader_and_binary_delivers_it(
     spark, redis_url, client, tmp_path
 ):

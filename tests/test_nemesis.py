@@ -293,7 +293,13 @@ def test_sentinel_mode_draws_failovers_and_reports_them() -> None:
     assert set(FAILOVERS) <= set(SENTINEL_KINDS)
     assert not {"redis_kill", "proxy_reset"} & set(SENTINEL_KINDS)
     assert parse(["--sentinel", "--kinds", "sentinel_kill"]).kinds == ("sentinel_kill",)
-    for argv in (["--sentinel", "--kinds", "proxy_reset"], ["--kinds", "sentinel_kill"]):
+    assert parse(["--sentinel", "--unwaited", "1"]).unwaited == 1  # the control producer
+    for argv in (
+        ["--sentinel", "--kinds", "proxy_reset"],
+        ["--kinds", "sentinel_kill"],
+        ["--unwaited", "1"],
+        ["--sentinel", "--unwaited", "2"],  # no waiting producer left
+    ):
         with pytest.raises(SystemExit):
             parse(argv)
     faults = [

@@ -13,6 +13,7 @@ import subprocess
 from collections import Counter
 from typing import Any
 
+import pytest
 from support import cli_command
 from test_cli import cli
 
@@ -135,6 +136,7 @@ def test_del_leaves_no_key_after_a_full_workout(redis_url, client):
     assert list(client.scan_iter()) == []
 
 
+@pytest.mark.slow  # 12 s at rest: a stream query, then retry-due and a gem consumer
 def test_a_stream_hands_back_then_a_gem_consumer_drains_with_retry_due(
     spark, redis_url, client, tmp_path
 ):

@@ -35,6 +35,7 @@ def queued(client: Any, name: str = "eight") -> dict[int, set[str]]:
     }
 
 
+@pytest.mark.slow  # 7 s at rest: 8-shard writes and a stream drain
 def test_readers_and_writers_without_shards_use_all_8_recorded_shards(
     spark, redis_url, client, tmp_path
 ):

@@ -80,6 +80,7 @@ def add_of(record: dict[str, Any]) -> Add:
         int(record["reserved"]),
         float(record["at"]),
         bool(record.get("kept", True)),
+        int(record.get("node", 0)),
     )
 
 

@@ -57,6 +57,14 @@ def parse(argv: list[str]) -> Settings:
         "adds to a SENTINEL FAILOVER, docs/deploying.md)",
     )
     p.add_argument(
+        "--unwaited",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--sentinel: N producers add without waiting for a replica; the checker counts "
+        "their adds apart (unkept), the control that shows a fault losing unreplicated adds",
+    )
+    p.add_argument(
         "--durable",
         action="store_true",
         help="--sentinel: data nodes with appendonly yes, appendfsync always",
@@ -79,6 +87,8 @@ def parse(argv: list[str]) -> Settings:
     a = p.parse_args(argv)
     if a.cluster and (a.sentinel or a.durable or a.wait_replicas is not None):
         p.error("--cluster goes without --sentinel, --durable and --wait-replicas")
+    if a.unwaited and not (a.sentinel and 0 < a.unwaited < Settings.producers):
+        p.error(f"--unwaited goes with --sentinel, below the {Settings.producers} producers")
     if not 0 <= a.poison < 0.3:
         p.error("--poison takes a share of members in [0, 0.3)")
     kinds = tuple(k for k in a.kinds.split(",") if k)
@@ -101,6 +111,7 @@ def parse(argv: list[str]) -> Settings:
         wait_timeout=a.wait_timeout,
         wait_replicas=a.wait_replicas or (2 if a.sentinel else 1),
         durable=a.durable,
+        unwaited=a.unwaited,
         poison=a.poison,
         writer=a.writer,
         zombie=a.zombie,

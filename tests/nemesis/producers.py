@@ -62,7 +62,8 @@ def add_waited(client: Any, ick: str, shards: int, member: str, score: float) ->
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return Add(member, score, shard, int(replies[-1] or 0), time.monotonic())
+        node = getattr(getattr(c, "connection", None), "port", 0) or 0
+        return Add(member, score, shard, int(replies[-1] or 0), time.monotonic(), node=int(node))
 
     return retry.call(
         lambda: replication.write(client, transaction, what="nemesis add"),
@@ -74,7 +75,9 @@ def add_waited(client: Any, ick: str, shards: int, member: str, score: float) ->
 def make_producer(client: Any, journal: Journal, settings: Settings, index: int) -> Any:
     """A faults_support.Loop adding one member a tick (``hot`` one time in ten, else one
     of ``m0..``), recording each acknowledged add in ``journal`` (--sentinel, --cluster:
-    add_waited, so each recorded add is on a replica; a failed tick records nothing)."""
+    add_waited, so each recorded add is on a replica, except the first
+    ``settings.unwaited`` producers': on the primary only, recorded unkept; a failed tick
+    records nothing)."""
 
     class Producer(Loop):
         def __init__(self) -> None:
@@ -82,15 +85,19 @@ def make_producer(client: Any, journal: Journal, settings: Settings, index: int)
             self.rng = random.Random(settings.seed * 1000 + index)
             self.last = 0.0
             self.acked = 0
+            self.unwaited = index < settings.unwaited
 
         def tick(self) -> None:
             n = self.rng.randrange(settings.members)
             member = "hot" if self.rng.random() < 0.1 else f"m{n}"
             self.last = score = max(time.time(), self.last + 1e-6)
-            waited = settings.sentinel or settings.cluster
-            add = (add_waited if waited else add_recorded)(
-                client, ICK, settings.shards, member, score
-            )
+            if self.unwaited:  # the control: on the primary only, counted apart
+                add = add_recorded(client, ICK, settings.shards, member, score)
+                add = add._replace(kept=False)
+            elif settings.sentinel or settings.cluster:
+                add = add_waited(client, ICK, settings.shards, member, score)
+            else:
+                add = add_recorded(client, ICK, settings.shards, member, score)
             journal.write(add._asdict(), sync=False)
             self.acked += 1
 

@@ -30,6 +30,7 @@ class Settings:
     cluster: bool = False  # the Ick on a Redis Cluster (3 primaries, a replica each)
     wait_timeout: float = 2.0  # --sentinel, --cluster: seconds an add waits for a replica
     wait_replicas: int = 1  # --sentinel: replicas each add waits for (2: every replica)
+    unwaited: int = 0  # --sentinel: producers whose adds wait for no replica (unkept)
     durable: bool = False  # --sentinel: data nodes with appendonly (a killed one keeps data)
     kinds: tuple[str, ...] = ()  # faults to draw from (default: every kind of the mode)
     grace: float = 20.0  # seconds after a fault still excused from the progress check

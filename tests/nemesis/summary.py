@@ -121,6 +121,7 @@ def summarize(
         "mode": "cluster" if settings.cluster else "sentinel" if settings.sentinel else "proxy",
         "wait_replicas": settings.wait_replicas if settings.sentinel or settings.cluster else None,
         "waiting": "writers and readers" if settings.sentinel or settings.cluster else "",
+        "unwaited": settings.unwaited,
         "settings": {**asdict(settings), "every": list(settings.every)},
         **result,
         "stuck": stuck,
@@ -251,7 +252,8 @@ def table(s: dict[str, Any]) -> str:
                 f", {s.get('waiting') or 'adds'} wait for {s['wait_replicas']} replica(s)"
                 if s.get("wait_replicas")
                 else ""
-            ),
+            )
+            + (f", {s['unwaited']} producer(s) not (unkept)" if s.get("unwaited") else ""),
         ),
         ("faults", f"{s['faults']} in {s['faulty_minutes']} min"),
         *[
