@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pyspark_ick import Dehydrator, Ick, IckConnectionError, connect, replication
+from pyspark_ick.keys import IckKeys
 from pyspark_ick.reservations import ReservationLog
 from pyspark_ick.testing import (
     RedisServer,
@@ -157,6 +158,34 @@ def test_a_wait_refused_by_a_demoted_primary_runs_the_write_again_on_the_new_one
     Ick(client, "q").add({"after": 2.0})  # the next write reaches the new primary too
     with new.client() as c:
         assert Ick(c, "q").stats()["pset_size"] == 2
+
+
+def test_a_write_a_replaced_primarys_replica_confirmed_runs_again_on_the_new_one():
+    """A primary paused past its failover continues before Sentinel turns it and its other
+    replica over to the promoted one: it is still a master, that replica still follows it,
+    so WAIT 1 there counts 1, and both drop the write once turned over (issue 40's
+    Sentinel storm lost 2 acknowledged adds so). A confirmed write counts only while the
+    sentinels name its node: this one runs again on the new primary."""
+    sentinels = start_sentinels(3, 1, service="split")
+    try:
+        client = connect(sentinels.url, wait_replicas=1, retry_timeout=20)
+        Ick(client, "q").add({"before": 1.0})  # the write's pinned connection, kept
+        old = sentinels.primary()
+        new, stays, follows = sentinels.replicas()
+        with follows.client() as c:
+            c.replicaof(new.host, new.port)  # the one Sentinel turned over already
+        replace_primary(sentinels)  # ``new`` promoted; ``stays`` still follows ``old``
+        with new.client() as c:  # the promoted primary has its replica
+            wait_until(lambda: c.wait(1, 100) == 1, timeout=10, what="a replica of the new")
+
+        Ick(client, "q").add({"m": 2.0})
+        with new.client() as c:
+            assert c.zscore(IckKeys("q").pset, "m") == 2.0  # where it survives
+        for node in (old, stays):  # it ran there first, and that replica confirmed it
+            with node.client() as c:
+                assert c.zscore(IckKeys("q").pset, "m") == 2.0
+    finally:
+        sentinels.stop()
 
 
 def test_a_write_refused_as_a_replica_until_the_deadline_says_a_failover_happened(pair):

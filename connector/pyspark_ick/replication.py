@@ -15,7 +15,11 @@ has replaced took (it gets no replica: WAIT times out, the sentinels name anothe
 and one whose node refuses as a replica (READONLY, "WAIT cannot be used with replica
 instances", MOVED: a primary paused past the failover and continued, issue 40): that is a
 failover, so the write goes to the new primary (the sentinels asked again, a cluster's
-slots read again) and runs there; its last error says a failover happened.
+slots read again) and runs there; its last error says a failover happened. Through
+Sentinel a confirmed write counts only if the sentinels still name its node: a paused
+primary that continues after the promotion is confirmed by the replica not yet turned
+over to the new one, and both drop the write when it is (issue 40's storm); such a write
+runs again on the new primary.
 Fewer replicas than asked within ``redis.waitTimeout``: a replay-safe write WAITs again,
 like any transient error, until ``redis.retryTimeout``; then (at once for the others) it is
 ReplicationError: the write is on the primary and may or may not survive a failover;
@@ -126,7 +130,15 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: boo
                 run = True  # run the write again on the new connection, then WAIT
                 continue
             if confirmed >= replicas:
-                return result
+                if not pinned.demoted():
+                    return result
+                # the sentinels name another primary: the replicas that confirmed follow
+                # the old one and drop the write when Sentinel turns them over (issue 40)
+                failover = redis.ConnectionError("the sentinels name another primary now")
+                if not replay_safe or time.monotonic() > deadline:
+                    raise _unconfirmed(what, replicas, failover, failover, confirmed)
+                run = True
+                continue
             if not replay_safe or time.monotonic() > deadline:
                 raise ReplicationError(
                     f"{what}: only {confirmed} of the {replicas} replica(s) asked for "
