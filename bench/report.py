@@ -1,7 +1,8 @@
 """docs/records/benchmarks.md from the benchmark pairs' results (bench/results/*.json that
-hold rounds, bench/pairs.py): per result, when and how it ran, the load averages, Redis's
-own core or not, every row with its median ratio and spread, each round's values and load,
-and for the latency which triggers hold the p99.
+hold rounds, bench/pairs.py), keeping the page's sections of results no longer on disk:
+per result, when and how it ran, the load averages, Redis's own core or not, every row
+with its median ratio and spread, each round's values and load, and for the latency which
+triggers hold the p99.
 
     python bench/report.py [--out docs/records/benchmarks.md] [results.json ...]
 """
@@ -150,14 +151,22 @@ def section(path: Path, data: dict[str, Any]) -> list[str]:
     return out
 
 
-def render(paths: list[Path]) -> str:
-    """The page: every result that holds rounds, by name."""
-    out = [HEAD]
-    for path in sorted(paths, key=lambda p: p.name):
+def sections_of(page: str) -> dict[str, str]:
+    """The sections of a page written before, by their heading."""
+    parts = page.split("\n## ")[1:]
+    return {part.split("\n", 1)[0]: "## " + part.rstrip() + "\n" for part in parts}
+
+
+def render(paths: list[Path], kept: str = "") -> str:
+    """The page: every result that holds rounds, and the sections of ``kept`` (the page
+    as it was) whose result is not here (results are not committed: the page is the
+    record), by name."""
+    sections = sections_of(kept)
+    for path in paths:
         data = json.loads(path.read_text())
         if data.get("rounds"):
-            out += section(path, data)
-    return "\n".join(out).rstrip() + "\n"
+            sections[data["name"]] = "\n".join(section(path, data)).rstrip() + "\n"
+    return "\n".join([HEAD, *(sections[name] for name in sorted(sections))]).rstrip() + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     paths = args.results or sorted(RESULTS.glob("*.json"))
-    args.out.write_text(render(paths))
+    kept = args.out.read_text() if args.out.exists() else ""
+    args.out.write_text(render(paths, kept))
     print(f"wrote {args.out} from {len(paths)} result file(s)")
     return 0
 

@@ -91,3 +91,8 @@ def test_the_records_page_shows_median_spread_and_load(tmp_path: Path) -> None:
     assert "| ours | 2.000 | s | 2.000 | 2.000-2.000 | 2.000-2.000 | <= 1.5 **missed** |" in page
     load = "/".join(f"{x:.2f}" for x in rounds.loads[1])
     assert f"| 2 | reversed | {load} | 1 | 2 |" in page
+    # a result no longer on disk keeps its section; the same name is replaced
+    old = page.replace("## pair_test", "## pair_gone")
+    merged = report.render([path], old)
+    assert merged.count("## pair_test") == 1 and merged.count("## pair_gone") == 1
+    assert merged.index("## pair_gone") < merged.index("## pair_test")
