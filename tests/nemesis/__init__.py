@@ -34,10 +34,13 @@ then a check that nothing acknowledged was lost (``check``).
   construction; one that raised a ReplicationError or IckConnectionError is a producer
   error, not acknowledged), and no batch is delivered on a reservation a replica lacks:
   an empty or changed replay is a failure here as everywhere. "On a replica" is not
-  "survives every failover": with ``--wait-replicas 1`` a SENTINEL FAILOVER loses what the
-  replica not promoted confirmed while it still followed the old primary (demoted, it
-  discards it); ``--durable --wait-replicas 2`` is what survives them all
-  (docs/deploying.md). Its faults: kill -9 of the
+  "survives every failover": with ``--wait-replicas 1`` a SENTINEL FAILOVER (or a primary
+  paused past its failover) can lose what the replica not promoted confirmed while it
+  still followed the old primary (turned over, it discards it), as long as the sentinels
+  named no other (after that the write runs again on the new one: replication.py);
+  ``--durable --wait-replicas 2`` is what survives them all (docs/deploying.md).
+  ``--unwaited 1`` makes one producer add without waiting (its adds counted apart): the
+  control that shows a fault losing what no replica had. Its faults: kill -9 of the
   primary (restarted a few seconds after Sentinel promoted a replica: it rejoins as a
   replica), SENTINEL FAILOVER, SIGSTOP of the primary 0.5-8 s (a failover when longer
   than the sentinels' 1 s down-after), and the consumer's kinds; each failover records
