@@ -2,10 +2,10 @@
 # The test command of README.md: installs what the tests need, lints, runs pytest.
 #   bash .ci/test.sh           the full suite, what CI runs: two pytest-xdist workers, each
 #                              file on one of them, slow files first (tests/conftest.py)
-#   bash .ci/test.sh --fast    the fast tier: the tests not marked slow, in one process;
-#                              builds no server wheel and no pyspark venv
+#   bash .ci/test.sh --fast    the fast tier: the tests not marked slow, on the same
+#                              workers; builds no server wheel and no pyspark venv
 # Further arguments go to pytest: bash .ci/test.sh --fast tests/test_retries.py -x
-# PYSPARK_ICK_TEST_WORKERS sets the full suite's workers (0: one process, no xdist).
+# PYSPARK_ICK_TEST_WORKERS sets the workers of both (0: one process, no xdist).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,10 +52,10 @@ echo "suite server: $(command -v redis-server) ($(redis-server --version | cut -
 python3 -m ruff check .
 python3 -m ruff format --check .
 python3 -m mypy
-if [ -n "$fast" ]; then
-  exec python3 -m pytest -m "not slow" --durations=20 "$@"
-fi
 workers=${PYSPARK_ICK_TEST_WORKERS:-2}
 xdist=(-p no:xdist)
 [ "$workers" = 0 ] || xdist=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+if [ -n "$fast" ]; then
+  exec python3 -m pytest "${xdist[@]}" -m "not slow" --durations=20 "$@"
+fi
 exec python3 -m pytest "${xdist[@]}" --durations=40 "$@"
