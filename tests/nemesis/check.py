@@ -8,8 +8,9 @@ one clock for every process of the machine):
   acknowledgement arrived) and ``kept`` (absent means true); an add that raised is not
   there. With --sentinel and --cluster every recorded add is kept by construction: it is
   recorded only once a replica confirmed it (the producers' clients wait,
-  ``connect(url, wait_replicas=1)``); ``kept`` False comes from runs before that, whose
-  producers recorded an add WAIT had not confirmed.
+  ``connect(url, wait_replicas=1)``); ``kept`` False comes from the ``--unwaited``
+  producers (the control run) and from runs before that, whose producers recorded an add
+  WAIT had not confirmed. ``node``: the port of the node a waited add ran on.
 - ``deliveries.jsonl``: each foreachBatch call (replays included): ``batch`` (Spark's batch
   id), ``rows`` (``[member, score, shard, reservation]``, sorted), ``start`` (the sink call
   began) and ``end`` (its record was written, before the sink returned).
