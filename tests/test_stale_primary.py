@@ -160,32 +160,36 @@ def test_a_wait_refused_by_a_demoted_primary_runs_the_write_again_on_the_new_one
         assert Ick(c, "q").stats()["pset_size"] == 2
 
 
-def test_a_write_a_replaced_primarys_replica_confirmed_runs_again_on_the_new_one():
+@pytest.fixture
+def trio() -> Iterator[SentinelSet]:
+    """A primary, three replicas, one sentinel (this test's only)."""
+    found = start_sentinels(3, 1, service="split")
+    yield found
+    found.stop()
+
+
+def test_a_write_a_replaced_primarys_replica_confirmed_runs_again_on_the_new_one(trio):
     """A primary paused past its failover continues before Sentinel turns it and its other
     replica over to the promoted one: it is still a master, that replica still follows it,
     so WAIT 1 there counts 1, and both drop the write once turned over (issue 40's
     Sentinel storm lost 2 acknowledged adds so). A confirmed write counts only while the
     sentinels name its node: this one runs again on the new primary."""
-    sentinels = start_sentinels(3, 1, service="split")
-    try:
-        client = connect(sentinels.url, wait_replicas=1, retry_timeout=20)
-        Ick(client, "q").add({"before": 1.0})  # the write's pinned connection, kept
-        old = sentinels.primary()
-        new, stays, follows = sentinels.replicas()
-        with follows.client() as c:
-            c.replicaof(new.host, new.port)  # the one Sentinel turned over already
-        replace_primary(sentinels)  # ``new`` promoted; ``stays`` still follows ``old``
-        with new.client() as c:  # the promoted primary has its replica
-            wait_until(lambda: c.wait(1, 100) == 1, timeout=10, what="a replica of the new")
+    client = connect(trio.url, wait_replicas=1, retry_timeout=20)
+    Ick(client, "q").add({"before": 1.0})  # the write's pinned connection, kept
+    old = trio.primary()
+    new, stays, follows = trio.replicas()
+    with follows.client() as c:
+        c.replicaof(new.host, new.port)  # the one Sentinel turned over already
+    replace_primary(trio)  # ``new`` promoted; ``stays`` still follows ``old``
+    with new.client() as c:  # the promoted primary has its replica
+        wait_until(lambda: c.wait(1, 100) == 1, timeout=10, what="a replica of the new")
 
-        Ick(client, "q").add({"m": 2.0})
-        with new.client() as c:
-            assert c.zscore(IckKeys("q").pset, "m") == 2.0  # where it survives
-        for node in (old, stays):  # it ran there first, and that replica confirmed it
-            with node.client() as c:
-                assert c.zscore(IckKeys("q").pset, "m") == 2.0
-    finally:
-        sentinels.stop()
+    Ick(client, "q").add({"m": 2.0})
+    with new.client() as c:
+        assert c.zscore(IckKeys("q").pset, "m") == 2.0  # where it survives
+    for node in (old, stays):  # it ran there first, and that replica confirmed it
+        with node.client() as c:
+            assert c.zscore(IckKeys("q").pset, "m") == 2.0
 
 
 def test_a_write_refused_as_a_replica_until_the_deadline_says_a_failover_happened(pair):
