@@ -192,6 +192,26 @@ def test_a_write_a_replaced_primarys_replica_confirmed_runs_again_on_the_new_one
             assert c.zscore(IckKeys("q").pset, "m") == 2.0
 
 
+def test_a_write_that_cannot_run_again_says_so_after_a_failover(pair):
+    """A write that is not replay-safe (a push) whose node turned replica before WAIT is
+    not run again, and its error says so and what to do, not that writing again is safe."""
+    client = connect(pair.url, wait_replicas=1, retry_timeout=20)
+    Ick(client, "q").add({"before": 1.0})  # the write's pinned connection, kept
+    runs: list[int] = []
+
+    def calls(c: Any) -> None:
+        c.zadd("z", {"m": 1.0})
+        runs.append(1)
+        demote(pair)
+
+    with pytest.raises(IckConnectionError, match="a failover happened") as failed:
+        replication.write(client, calls, what="the test's push", replay_safe=False)
+    assert runs == [1]
+    assert "it was not run again" in str(failed.value)
+    assert "see whether it is there" in str(failed.value)
+    assert "writing it again is safe" not in str(failed.value)
+
+
 def test_a_write_refused_as_a_replica_until_the_deadline_says_a_failover_happened(pair):
     """Through a plain URL nobody names a new primary: the write fails when
     redis.retryTimeout is up, saying a failover happened and what WAIT counted."""

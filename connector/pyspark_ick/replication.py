@@ -126,7 +126,9 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: boo
                     failover = exc
                     pinned.stale()
                 if not (replay_safe and retryable(exc, True)) or time.monotonic() > deadline:
-                    raise _unconfirmed(what, replicas, exc, failover, confirmed) from exc
+                    raise _unconfirmed(
+                        what, replicas, exc, failover, confirmed, replay_safe
+                    ) from exc
                 run = True  # run the write again on the new connection, then WAIT
                 continue
             if confirmed >= replicas:
@@ -136,7 +138,7 @@ def write(client: Any, calls: Callable[[Any], T], *, what: str, replay_safe: boo
                 # the old one and drop the write when Sentinel turns them over (issue 40)
                 failover = redis.ConnectionError("the sentinels name another primary now")
                 if not replay_safe or time.monotonic() > deadline:
-                    raise _unconfirmed(what, replicas, failover, failover, confirmed)
+                    raise _unconfirmed(what, replicas, failover, failover, confirmed, replay_safe)
                 run = True
                 continue
             if not replay_safe or time.monotonic() > deadline:
@@ -171,17 +173,30 @@ def _unconfirmed(
     exc: BaseException,
     failover: BaseException | None,
     confirmed: int | None,
+    replay_safe: bool = True,
 ) -> IckConnectionError:
     """The error of a write whose WAIT could not be had: after a failover (a node that
-    refused as a replica), or a connection lost mid-write."""
+    refused as a replica, or one the sentinels no longer name), or a connection lost
+    mid-write. A write that is not ``replay_safe`` was not run again."""
     said = "no WAIT answered" if confirmed is None else f"the last WAIT counted {confirmed}"
     if failover is not None:
+        again, advice = (
+            (
+                f"it ran again on the new primary until redis.retryTimeout, but {said}",
+                "writing it again is safe",
+            )
+            if replay_safe
+            else (
+                f"{said}, and it was not run again (it cannot tell its own write from another's)",
+                "see whether it is there before writing it again",
+            )
+        )
         return IckConnectionError(
             f"{what}: a failover happened while the write waited for {replicas} replica(s) "
-            f"(redis.waitReplicas): the node it ran on is a replica now ({brief(str(failover))}"
-            f"); it ran again on the new primary until redis.retryTimeout, but {said} "
+            f"(redis.waitReplicas): the node it ran on is a replica now, or not the primary "
+            f"the sentinels name ({brief(str(failover))}); {again} "
             f"({type(exc).__name__}: {brief(str(exc))}). It may not survive the failover; "
-            "writing it again is safe. Is a new primary up (Sentinel, CLUSTER NODES)?"
+            f"{advice}. Is a new primary up (Sentinel, CLUSTER NODES)?"
         )
     return IckConnectionError(
         f"{what}: the write ran, but the connection to the primary was lost before "
