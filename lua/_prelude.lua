@@ -221,3 +221,7 @@ local function delivery_of(log, n)
   local field = redis.call('HGET', log, 'dlv:' .. n)
   return field and tonumber(string.match(field, '^(%d+)')) or 0
 end
+
+-- ICK_BACKFILL: the lane offset (lanes.py): a score at or above it is the backfill's,
+-- its member's own time plus the offset.
+local ICK_BACKFILL = 1e13
