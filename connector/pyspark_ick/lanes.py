@@ -32,3 +32,14 @@ def backfill_score(time: float) -> float:
 def time_of(score: float) -> float:
     """The member's own score (its first-dirty time, for a time score), lane removed."""
     return score - BACKFILL_OFFSET if score >= BACKFILL_OFFSET else score
+
+
+TIME_MIN, TIME_MAX = 1e9, 1e10
+"""A score whose own time lies in [TIME_MIN, TIME_MAX) seconds (2001-09-09 to 2286-11-20)
+is a Unix time: the writer's default and a timestamp column give one. Anything else
+(a user's own priorities, milliseconds) is not read as a time."""
+
+
+def is_time(score: float) -> bool:
+    """Whether ``score`` (either lane) reads as a Unix time in seconds."""
+    return TIME_MIN <= time_of(score) < TIME_MAX
