@@ -225,3 +225,56 @@ end
 -- ICK_BACKFILL: the lane offset (lanes.py): a score at or above it is the backfill's,
 -- its member's own time plus the offset.
 local ICK_BACKFILL = 1e13
+
+-- ICK_FRESH: the freshness histogram's bucket upper bounds in seconds (freshness.BUCKETS),
+-- then '+Inf'; FRESH_SLOTS: its rolling one-minute slots (freshness.SLOTS).
+local ICK_FRESH = {'0.1', '0.25', '0.5', '1', '2.5', '5', '10', '30', '60', '120', '300',
+                   '600', '1800', '3600', '+Inf'}
+local FRESH_SLOTS = 5
+
+-- fresh_count(fresh, scores, first, step): count the wait (Redis time now minus its own
+-- time) of each member committed with score scores[first], scores[first + step], ... in
+-- the freshness hash `fresh` under its lane (ICK_BACKFILL): a count per bucket
+-- ("<lane>:<le>") and the sum in ms ("<lane>:sum_ms"), the same counts in the slot of
+-- this minute ("m<slot>:<lane>:<le>", cleared when "m<slot>", its minute, is older), and
+-- a score that is no Unix time in [1e9, 1e10) s (lanes.is_time) in "<lane>:untimed".
+-- One HINCRBY per touched field: the members are tallied in Lua first.
+local function fresh_count(fresh, scores, first, step)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+  local tally, ms = {}, {}
+  for i = first, #scores, step do
+    local own = tonumber(scores[i])
+    local lane = 'live'
+    if own >= ICK_BACKFILL then own, lane = own - ICK_BACKFILL, 'backfill' end
+    local field
+    if own >= 1e9 and own < 1e10 then
+      local wait, b = math.max(now - own, 0), 1
+      while b < #ICK_FRESH and wait > tonumber(ICK_FRESH[b]) do b = b + 1 end
+      field, ms[lane] = lane .. ':' .. ICK_FRESH[b], (ms[lane] or 0) + wait * 1000
+    else
+      field = lane .. ':untimed'
+    end
+    tally[field] = (tally[field] or 0) + 1
+  end
+  if next(tally) == nil then return end
+  local minute = math.floor(now / 60)
+  local slot = 'm' .. (minute % FRESH_SLOTS)
+  if tonumber(redis.call('HGET', fresh, slot) or -1) ~= minute then
+    local old = {}
+    for _, lane in ipairs({'live', 'backfill'}) do
+      for _, le in ipairs(ICK_FRESH) do old[#old + 1] = slot .. ':' .. lane .. ':' .. le end
+    end
+    redis.call('HDEL', fresh, unpack(old))
+    redis.call('HSET', fresh, slot, minute)
+  end
+  for field, n in pairs(tally) do
+    redis.call('HINCRBY', fresh, field, n)
+    if not string.find(field, 'untimed', 1, true) then
+      redis.call('HINCRBY', fresh, slot .. ':' .. field, n)
+    end
+  end
+  for lane, sum in pairs(ms) do
+    redis.call('HINCRBY', fresh, lane .. ':sum_ms', string.format('%.0f', sum))
+  end
+end

@@ -3,7 +3,9 @@
 -- KEYS[1] master key, KEYS[2] pset, KEYS[3] cset, KEYS[4] retry zset and KEYS[5]
 --   attempts hash (pyspark-ick's retries; the gem passes neither): committed members'
 --   attempt records and pending retries go, retries that are due come back into the pset
---   (at most N) before the reserve, and a reserved member has no retry pending
+--   (at most N) before the reserve, and a reserved member has no retry pending;
+--   KEYS[6] freshness hash (pyspark-ick's; fresh_count): each committed member's wait,
+--   from its score in the cset (a member not in the cset, committed before, counts nothing)
 -- ARGV[1] N: reserve until the cset holds N members or the pset is empty
 -- ARGV[2] "1" to fold the cset back into the pset (lower score wins) before reserving
 -- ARGV[3..] members to commit (removed from the cset only), before anything else
@@ -15,6 +17,16 @@ local n = tonumber(ARGV[1])
 local committed = 0
 local tracked = #KEYS >= 5
 if #ARGV >= 3 then
+  if KEYS[6] then
+    local scores = {}
+    for first = 3, #ARGV, ICK_CHUNK do
+      local last = math.min(first + ICK_CHUNK - 1, #ARGV)
+      for _, score in ipairs(redis.call('ZMSCORE', cset, unpack(ARGV, first, last))) do
+        if score then scores[#scores + 1] = score end
+      end
+    end
+    fresh_count(KEYS[6], scores, 1, 1)
+  end
   committed = zrem_all(cset, ARGV, 3, #ARGV)
   if tracked then
     local done = {}

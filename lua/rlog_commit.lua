@@ -8,8 +8,8 @@
 -- record and pending retry go.
 -- KEYS[1] cset, KEYS[2] rlog hash, KEYS[3] lease hash, KEYS[4] held hash, KEYS[5] retry
 --   zset, KEYS[6] attempts hash, KEYS[7] dead zset, KEYS[8] deadinfo hash, KEYS[9] failed
---   hash ("<r> <member>" -> "<delivery> <error>"), KEYS[10..] the manifests of
---   reservations ARGV[5] + 1, ARGV[5] + 2, ...
+--   hash ("<r> <member>" -> "<delivery> <error>"), KEYS[10] freshness hash (fresh_count),
+--   KEYS[11..] the manifests of reservations ARGV[5] + 1, ARGV[5] + 2, ...
 -- ARGV[1] through, ARGV[2] owner, ARGV[3] fencing token, ARGV[4] lease time in ms,
 --   ARGV[5] the last committed number the caller knows, ARGV[6] members per call (the
 --   ARGV of every commit script: numbered_log.COMMIT_ARGV), ARGV[7] the retry policy
@@ -19,11 +19,12 @@
 -- what the failed hash still holds is of reservations committed without it (by release
 -- 0.1, after a rollback): it goes.
 -- Each call adds the members it closed to the log's `done` field (a counter for
--- operators: throughput).
+-- operators: throughput), and the wait of each member done (not handed back) to the
+-- freshness histogram: a replayed commit closes nothing and counts nothing.
 -- returns {committed, done, retried, dead}: the last committed number after the call;
 --   done is -1 (nothing done) when the log's committed number is not ARGV[5]
 local cset, rlog, lease, held = unpack(KEYS, 1, 4)
-local fates, failed = {KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, KEYS[9]
+local fates, failed, fresh = {KEYS[5], KEYS[6], KEYS[7], KEYS[8]}, KEYS[9], KEYS[10]
 local through, owner, token, ttl_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local known, budget = tonumber(ARGV[5]), tonumber(ARGV[6])
 local policy = policy_of(ARGV[7])
@@ -40,10 +41,10 @@ local any_held = redis.call('EXISTS', held) == 1
 local tracked = redis.call('EXISTS', fates[1], fates[2]) > 0
 local handed_back = redis.call('EXISTS', failed) == 1
 local counts = {retry = 0, dead = 0}
-local r, closed = committed, 0
-for k = 10, #KEYS do
+local r, closed, scores = committed, 0, {}
+for k = 11, #KEYS do
   local size = tonumber(redis.call('HGET', rlog, 'size:' .. (r + 1)) or 0)
-  if r >= through or (k > 10 and size > budget) then break end
+  if r >= through or (k > 11 and size > budget) then break end
   r = r + 1
   local flat = redis.call('LRANGE', KEYS[k], 0, -1)
   if #flat == 0 then ick_fail(KEYS[k] .. ': reservation ' .. r .. ' is missing') end
@@ -64,8 +65,9 @@ for k = 10, #KEYS do
     if errors[i] then
       local fate = fail_member(fates, member, flat[i + 1], errors[i], policy)
       counts[fate], tracked = counts[fate] + 1, true
-    elseif tracked then
-      done[#done + 1] = member
+    else
+      scores[#scores + 1] = flat[i + 1]
+      if tracked then done[#done + 1] = member end
     end
     local more = any_held and tonumber(redis.call('HGET', held, member) or 0) or 0
     if more == 0 then gone[#gone + 1] = member
@@ -80,5 +82,6 @@ for k = 10, #KEYS do
 end
 redis.call('HSET', rlog, 'committed', r)
 redis.call('HINCRBY', rlog, 'done', closed)
+fresh_count(fresh, scores, 1, 1)
 if r == reserved then redis.call('UNLINK', failed) end
 return {r, 1, counts.retry, counts.dead}

@@ -83,7 +83,7 @@ class Ick:
         self.client = check_client(client)
         self.keys = IckKeys(check_name(key))
         self._base = self.keys.base  # the KEYS of every call, built once
-        self._exchange = (*self._base, self.keys.retry, self.keys.attempts)
+        self._exchange = (*self._base, self.keys.retry, self.keys.attempts, self.keys.fresh)
 
     @property
     def key(self) -> str:

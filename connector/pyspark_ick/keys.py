@@ -145,6 +145,7 @@ class IckKeys(ShardKeys):
         "dead",
         "deadinfo",
         "failed",
+        "fresh",
     )
 
     pset = Part("pset", "Sorted set: the producer set, member -> score.")
@@ -156,6 +157,7 @@ class IckKeys(ShardKeys):
     dead = Part("dead", "Sorted set: member -> when it became a dead letter (ms).")
     deadinfo = Part("deadinfo", "Hash: member -> the attempt record of a dead letter.")
     failed = Part("failed", "Hash: '<r> <member>' -> '<delivery> <error>', handed back.")
+    fresh = Part("fresh", "Hash: the freshness histogram of committed members (freshness.py).")
 
     @property
     def base(self) -> tuple[str, str, str]:

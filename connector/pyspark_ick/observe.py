@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import bounds, scripts
+from . import bounds, freshness, scripts
 from .clients import Client
 from .dead_letters import DeadLetters
 from .reservations import describe
@@ -28,12 +28,14 @@ def server_time(client: Client) -> float:
 
 def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
     """Per-shard sizes, oldest score and its age, reservations and lease, members
-    committed in all (``done``); plus totals."""
+    committed in all (``done``), how long the members committed waited (freshness.py:
+    the last window's p50 and p99, the histograms under ``freshness``); plus totals."""
     sharded = ShardedIck(client, name, shards)
     now = server_time(client)
-    rows = []
+    rows, fresh = [], []
     for i in range(shards):
         ick = sharded.shard(i)
+        fresh.append(freshness.read(client, ick.key, now, sharded.label))
         st = ick.stats() or {}
         lows = [st[k] for k in ("pset_min", "cset_min") if st.get(k) is not None]
         oldest = min(lows) if lows else None
@@ -53,6 +55,8 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "lease_expires_in_ms": res.get("lease_expires_in_ms"),
                 "lease_idle_ms": res["lease_idle_ms"],
                 "done": res["done"],
+                **fresh[-1].summary(),
+                "freshness": fresh[-1].json(),
             }
         )
     opens = [r["open_reservations"] for r in rows if r["open_reservations"] is not None]
@@ -64,6 +68,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         "oldest_score": min(olds) if olds else None,
         "age_s": age(now, min(olds) if olds else None),
         "done": sum(r["done"] for r in rows),
+        **freshness.combined(fresh).summary(),
     }
     return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
 

@@ -43,7 +43,10 @@ class ReservationLog(NumberedLog):
 
     def commit_keys(self, numbers: range) -> list[str]:
         k = self.keys
-        return [k.cset, k.rlog, k.lease, k.held, *k.fates, k.failed, *map(k.reservation, numbers)]
+        return [
+            *(k.cset, k.rlog, k.lease, k.held, *k.fates, k.failed, k.fresh),
+            *map(k.reservation, numbers),
+        ]
 
     def repeated(self) -> int:
         """The last reservation holding a member that an earlier open one holds too (a

@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ..errors import IckError
+from ..freshness import SLOTS
 
 
 class NotFound(Exception):
@@ -150,8 +151,23 @@ ICK_STATS: tuple[Column, ...] = (
 )
 
 
+FRESH_STATS: tuple[Column, ...] = (
+    *SHARD,
+    ("committed", field("fresh_count", fmt_count)),
+    ("p50", field("fresh_p50_s", fmt_age)),
+    ("p99", field("fresh_p99_s", fmt_age)),
+    ("live p99", field("live_p99_s", fmt_age)),
+    ("untimed", field("untimed", fmt_count)),
+)
+"""The second table of stats: how long the members committed in the last window waited
+(freshness.py), and the members committed with a score that is no time, in all."""
+
+
 def stats_table(report: dict[str, Any]) -> Any:
-    return shard_report("Ick", report, ICK_STATS)
+    """The Ick's sizes per shard, then the freshness of its last window's commits."""
+    fresh = shard_report("Ick", report, FRESH_STATS)
+    fresh.title = f"{of_shards('Ick', report)}: waits of members committed, last {SLOTS} min"
+    return _rich().console.Group(shard_report("Ick", report, ICK_STATS), fresh)
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
