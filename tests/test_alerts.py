@@ -48,10 +48,13 @@ def metric_names(expr: str) -> set[str]:
 
 
 def emitted(client: Any) -> set[str]:
-    """Every metric name the exporter's collector emits (counters with ``_total``)."""
+    """Every metric name the exporter's collector emits (counters with ``_total``,
+    histograms as their ``_bucket``, ``_sum`` and ``_count`` series)."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count")}
     return {
-        f"{family.name}_total" if family.type == "counter" else family.name
+        family.name + suffix
         for family in Collector(client).collect()
+        for suffix in suffixes.get(family.type, ("",))
     }
 
 
@@ -125,8 +128,10 @@ def test_promtool_checks_the_rules_and_runs_a_unit_test_of_each_alert():
 def test_the_unit_tests_catch_a_broken_rule(tmp_path):
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
     broken = RULES.read_text().replace("> 900", "> 9000").replace("> 300", "< 0")
+    broken = broken.replace("sum by (ick, le)", "sum by (ick)")  # no le: no quantile
     (tmp_path / RULES.name).write_text(broken)
     tested = promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
     assert tested.returncode != 0
     assert "PysparkIckBacklogTooOld" in tested.stdout + tested.stderr
     assert "PysparkIckDehydratorOverdue" in tested.stdout + tested.stderr
+    assert "PysparkIckFreshnessSloBreached" in tested.stdout + tested.stderr

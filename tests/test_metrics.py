@@ -113,3 +113,78 @@ def test_what_the_alerts_read_throughput_heartbeats_and_overdue_elements(client)
     assert m[f"pyspark_ick_dehydrator_lease_held{dh}"] == 0
     Dehydrator(client, "parked", 1).pull("c")  # nothing due any more
     assert served(client)[f"pyspark_ick_dehydrator_overdue_seconds{dh}"] == 0
+
+
+def test_freshness_is_a_histogram_promtool_accepts(client):
+    import shutil
+    import urllib.request
+
+    from pyspark_ick import Ick
+    from pyspark_ick.lanes import backfill_score
+    from pyspark_ick.metrics import serve
+    from pyspark_ick.observe import server_time
+
+    now = server_time(client)
+    added = {"a": now - 0.75, "b": now - 45.0, "c": backfill_score(now - 45.0), "p": 7.0}
+    ShardedIck(client, "fresh_docs", 1).add(added)  # its count recorded: the exporter reads it
+    ick = Ick(client, "fresh_docs")
+    ick.reserve(10)
+    ick.commit("a", "b", "c", "p")
+    port = free_port()
+    server = serve(client, port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as reply:
+            body = reply.read().decode()
+    finally:
+        server.shutdown()
+    m = {
+        name: float(value)
+        for line in body.splitlines()
+        if line and not line.startswith("#")
+        for name, value in [line.rsplit(" ", 1)]
+    }
+    live = 'ick="fresh_docs",lane="live",shard="0"'
+    back = 'ick="fresh_docs",lane="backfill",shard="0"'
+
+    def bucket(labels: str, le: str) -> float:
+        found = [
+            v
+            for k, v in m.items()
+            if k.startswith("pyspark_ick_freshness_seconds_bucket")
+            and all(p in k for p in labels.split(","))
+            and f'le="{le}"' in k
+        ]
+        assert len(found) == 1, (labels, le)
+        return found[0]
+
+    assert (bucket(live, "0.5"), bucket(live, "1"), bucket(live, "60")) == (0, 1, 2)
+    assert (bucket(live, "+Inf"), bucket(back, "30"), bucket(back, "60")) == (2, 0, 1)
+    count = [
+        v
+        for k, v in m.items()
+        if k.startswith("pyspark_ick_freshness_seconds_count")
+        and 'lane="live"' in k
+        and "fresh_docs" in k
+    ]
+    total = [
+        v
+        for k, v in m.items()
+        if k.startswith("pyspark_ick_freshness_seconds_sum")
+        and 'lane="live"' in k
+        and "fresh_docs" in k
+    ]
+    assert count == [2] and 45.75 <= total[0] < 55
+    untimed = [
+        v
+        for k, v in m.items()
+        if k.startswith("pyspark_ick_freshness_untimed_total")
+        and 'lane="live"' in k
+        and "fresh_docs" in k
+    ]
+    assert untimed == [1]
+    binary = shutil.which("promtool")
+    assert binary, "promtool is missing: .ci/test.sh installs Debian's prometheus package"
+    checked = subprocess.run(
+        [binary, "check", "metrics"], input=body, capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

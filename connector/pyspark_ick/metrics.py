@@ -15,6 +15,7 @@ from typing import Any
 from .clients import Client
 from .dead_letters import DeadLetters
 from .dehydrator_view import stats as dehydrator_stats
+from .freshness import LE
 from .observe import stats
 from .registry import registered
 from .sharded import ShardedIck
@@ -27,7 +28,11 @@ class Collector:
         self.client = client
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         def gauge(name: str, doc: str, labels: list[str]) -> Any:
             return GaugeMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
@@ -53,6 +58,15 @@ class Collector:
         done = counter("committed", "members the stream readers' commits closed", shard)
         waiting = gauge("retrying", "members the sink failed on, waiting for a retry", shard)
         dead = gauge("dead_letters", "members set aside after their last attempt", shard)
+        lanes = [*shard, "lane"]
+        fresh = HistogramMetricFamily(
+            "pyspark_ick_freshness_seconds",
+            "how long each committed member waited: commit time minus its score's time",
+            labels=lanes,
+        )
+        untimed = counter(
+            "freshness_untimed", "members committed whose score is no Unix time", lanes
+        )
         for name, shards in sorted(registered(self.client, "ick").items()):
             letters = DeadLetters(ShardedIck(self.client, name, shards))
             for i, (d, r) in enumerate(zip(letters.count(), letters.retrying(), strict=True)):
@@ -69,7 +83,16 @@ class Collector:
                 if row["lease_idle_ms"] is not None:
                     beat.add_metric(labels, row["lease_idle_ms"] / 1000)
                 done.add_metric(labels, row["done"])
+                for lane, hist in row["freshness"].items():
+                    total = 0
+                    buckets = []
+                    for le, n in zip(LE, hist["counts"], strict=True):
+                        total += n
+                        buckets.append((le, total))
+                    fresh.add_metric([*labels, lane], buckets, hist["sum_s"])
+                    untimed.add_metric([*labels, lane], hist["untimed"])
         yield from (queued, reserved, opened, age, lease, beat, done, waiting, dead)
+        yield from (fresh, untimed)
         yield from self._dehydrators(gauge, counter)
 
     def _dehydrators(self, gauge: Any, counter: Any) -> Iterator[Any]:
