@@ -37,6 +37,7 @@ from typing import Any
 from rehydrate import rehydrate  # examples/rehydrate.py: the dehydrator -> Ick loop
 
 from pyspark_ick import Dehydrator, ShardedIck, connect
+from pyspark_ick.observe import freshness_of
 from pyspark_ick.testing import redis_server, spark_session
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -351,6 +352,7 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
         )
         # measure from here on (parked documents keep counting: they must all come back)
         indexer.figures, producer.marked = Figures(parked=indexer.figures.parked), 0
+        before = freshness_of(client, ICK, shards)  # the product's figure counts from here
         print(
             f"changing the store for {seconds:.0f} s at ~{rate:.0f} changes/s, {shards} shards ...",
             flush=True,
@@ -385,6 +387,8 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
         indexing.stop()
         rehydrating.stop()
         spark.stop()
+        after = freshness_of(client, ICK, shards)
+        product = after.total["live"].sub(before.total["live"])
 
         figures = indexer.figures
         docs = len(store.snapshot())
@@ -408,6 +412,11 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
         print(
             f"add-to-index latency   p50 {percentile(figures.latencies, 0.5) * 1000:6.0f} ms"
             f"   p99 {percentile(figures.latencies, 0.99) * 1000:6.0f} ms"
+        )
+        print(
+            f"  the Ick's freshness  p50 {(product.quantile(0.5) or 0) * 1000:6.0f} ms"
+            f"   p99 {(product.quantile(0.99) or 0) * 1000:6.0f} ms"
+            "   (its histogram: pyspark-ick stats, the exporter)"
         )
         return 0
 

@@ -227,9 +227,11 @@ end
 local ICK_BACKFILL = 1e13
 
 -- ICK_FRESH: the freshness histogram's bucket upper bounds in seconds (freshness.BUCKETS),
--- then '+Inf'; FRESH_SLOTS: its rolling one-minute slots (freshness.SLOTS).
+-- then '+Inf' (ICK_FRESH_S: the same as numbers); FRESH_SLOTS: its rolling one-minute
+-- slots (freshness.SLOTS).
 local ICK_FRESH = {'0.1', '0.25', '0.5', '1', '2.5', '5', '10', '30', '60', '120', '300',
                    '600', '1800', '3600', '+Inf'}
+local ICK_FRESH_S = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 local FRESH_SLOTS = 5
 
 -- fresh_count(fresh, scores, first, step): count the wait (Redis time now minus its own
@@ -238,26 +240,25 @@ local FRESH_SLOTS = 5
 -- ("<lane>:<le>") and the sum in ms ("<lane>:sum_ms"), the same counts in the slot of
 -- this minute ("m<slot>:<lane>:<le>", cleared when "m<slot>", its minute, is older), and
 -- a score that is no Unix time in [1e9, 1e10) s (lanes.is_time) in "<lane>:untimed".
--- One HINCRBY per touched field: the members are tallied in Lua first.
+-- The members are tallied in Lua first: one HINCRBY per touched field.
 local function fresh_count(fresh, scores, first, step)
+  if first > #scores then return end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-  local tally, ms = {}, {}
+  local tally = {live = {sum = 0, untimed = 0}, backfill = {sum = 0, untimed = 0}}
   for i = first, #scores, step do
-    local own = tonumber(scores[i])
-    local lane = 'live'
+    local own, lane = tonumber(scores[i]), 'live'
     if own >= ICK_BACKFILL then own, lane = own - ICK_BACKFILL, 'backfill' end
-    local field
+    local counts = tally[lane]
     if own >= 1e9 and own < 1e10 then
-      local wait, b = math.max(now - own, 0), 1
-      while b < #ICK_FRESH and wait > tonumber(ICK_FRESH[b]) do b = b + 1 end
-      field, ms[lane] = lane .. ':' .. ICK_FRESH[b], (ms[lane] or 0) + wait * 1000
+      local wait, b = now - own, 1
+      if wait < 0 then wait = 0 end
+      while b <= 14 and wait > ICK_FRESH_S[b] do b = b + 1 end
+      counts[b], counts.sum = (counts[b] or 0) + 1, counts.sum + wait
     else
-      field = lane .. ':untimed'
+      counts.untimed = counts.untimed + 1
     end
-    tally[field] = (tally[field] or 0) + 1
   end
-  if next(tally) == nil then return end
   local minute = math.floor(now / 60)
   local slot = 'm' .. (minute % FRESH_SLOTS)
   if tonumber(redis.call('HGET', fresh, slot) or -1) ~= minute then
@@ -268,13 +269,17 @@ local function fresh_count(fresh, scores, first, step)
     redis.call('HDEL', fresh, unpack(old))
     redis.call('HSET', fresh, slot, minute)
   end
-  for field, n in pairs(tally) do
-    redis.call('HINCRBY', fresh, field, n)
-    if not string.find(field, 'untimed', 1, true) then
-      redis.call('HINCRBY', fresh, slot .. ':' .. field, n)
+  for lane, counts in pairs(tally) do
+    for b = 1, 15 do
+      local n = counts[b]
+      if n then
+        redis.call('HINCRBY', fresh, lane .. ':' .. ICK_FRESH[b], n)
+        redis.call('HINCRBY', fresh, slot .. ':' .. lane .. ':' .. ICK_FRESH[b], n)
+      end
     end
-  end
-  for lane, sum in pairs(ms) do
-    redis.call('HINCRBY', fresh, lane .. ':sum_ms', string.format('%.0f', sum))
+    if counts.sum > 0 then
+      redis.call('HINCRBY', fresh, lane .. ':sum_ms', string.format('%.0f', counts.sum * 1000))
+    end
+    if counts.untimed > 0 then redis.call('HINCRBY', fresh, lane .. ':untimed', counts.untimed) end
   end
 end

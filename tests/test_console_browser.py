@@ -63,6 +63,8 @@ def test_the_overview_lists_a_live_ick_and_its_plot_has_points(
 ):
     live = ShardedIck(client, "live_docs", 2)
     live.add({f"doc:{i}": 1_700_000_000.0 + i for i in range(40)})
+    first = live.shard(0)  # five members committed: their waits are a freshness figure
+    first.commit(*[member for member, _ in first.reserve(5)])
     with console(redis_url, tmp_path) as web:
 
         def plotted() -> int | None:
@@ -79,9 +81,27 @@ def test_the_overview_lists_a_live_ick_and_its_plot_has_points(
 
         assert wait_until(plotted, timeout=60, interval=0.5, what="a plot with points") >= 3
         section = browser.find_element("css selector", "section.ick")
-        assert section.find_element("css selector", "td.backlog").text in ("40", "41")
+        assert section.find_element("css selector", "td.backlog").text in ("35", "36")
         line = section.find_element("css selector", "svg polyline").get_attribute("points")
         assert len(line.split()) >= 3
+        # beside the backlog: the freshness p50 and p99 of the same samples
+        freshness_plotted(section)
+        browser.get(web.url("/ick?name=live_docs"))
+        freshness_plotted(browser)
+
+
+def freshness_plotted(page: Any) -> None:
+    """The freshness p50 and p99 plots of ``page`` (an element or the whole page) have
+    points and show 3600 s: members that waited since 2023 are in the +Inf bucket, whose
+    percentile is its lower bound."""
+    figures = {
+        f.find_element("tag name", "figcaption").text.split(":")[0]: f
+        for f in page.find_elements("css selector", "figure.plot")
+    }
+    for label in ("freshness p50", "freshness p99"):
+        svg = figures[label].find_element("tag name", "svg")
+        assert int(svg.get_attribute("data-points")) >= 1, label
+        assert "3,600 s" in figures[label].find_element("tag name", "figcaption").text, label
 
 
 def test_dead_letters_filtered_by_an_error_and_re_driven_are_delivered_by_a_running_stream(

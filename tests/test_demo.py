@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from pyspark_ick.freshness import bucket_of
+
 pytestmark = pytest.mark.slow  # the demo, end to end
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo.py"
@@ -30,4 +32,9 @@ def test_demo_runs_to_its_self_check(redis_url):
     assert "self-check: the index equals the store" in out and "-> OK" in out
     parked = int(re.search(r"parked and rehydrated\s+(\d+)", out).group(1))
     assert parked > 0  # the dehydrator loop really ran
-    assert re.search(r"add-to-index latency\s+p50\s+\d+ ms\s+p99\s+\d+ ms", out)
+    own = re.search(r"add-to-index latency\s+p50\s+(\d+) ms\s+p99\s+(\d+) ms", out)
+    product = re.search(r"the Ick's freshness\s+p50\s+(\d+) ms\s+p99\s+(\d+) ms", out)
+    assert own and product, out
+    for q in (1, 2):  # p50, p99: the product's figure and the demo's agree within one bucket
+        buckets = [bucket_of(int(found.group(q)) / 1000) for found in (own, product)]
+        assert abs(buckets[0] - buckets[1]) <= 1, (own.group(0), product.group(0))

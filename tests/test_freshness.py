@@ -3,6 +3,7 @@ script, per lane, once; scores that are no Unix time are counted apart (no Spark
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -102,9 +103,11 @@ def test_an_ick_that_never_committed_reads_zeros(client):
 def test_lua_buckets_are_the_pythons():
     prelude = (lua.lua_dir() / "_prelude.lua").read_text()
     table = re.search(r"local ICK_FRESH = \{(.*?)\}", prelude, re.S)
+    numbers = re.search(r"local ICK_FRESH_S = \{(.*?)\}", prelude, re.S)
     slots = re.search(r"local FRESH_SLOTS = (\d+)", prelude)
-    assert table and slots
+    assert table and numbers and slots
     assert tuple(re.findall(r"'([^']+)'", table.group(1))) == LE
+    assert tuple(float(x) for x in numbers.group(1).split(",")) == BUCKETS[:-1]
     assert int(slots.group(1)) == SLOTS
 
 
@@ -120,3 +123,18 @@ def test_quantile_interpolates_as_prometheus(counts_, q, expected):
     hist = Histogram([counts_.get(le, 0) for le in LE])
     assert math.isclose(hist.quantile(q) or 0, expected)
     assert len(BUCKETS) == len(LE)
+
+
+def test_an_ick_release_0_1_left_reads_as_zeros(client):
+    from test_upgrade import STATE, load
+
+    from pyspark_ick.observe import summary
+
+    load(client, json.loads((STATE / "redis.json").read_text()))
+    report = summary(client, "docs", 2)  # two shards, queued and reserved, no fresh hash
+    assert report["totals"]["queued"] + report["totals"]["reserved"] > 0
+    for row in [*report["rows"], report["totals"]]:
+        assert (row["fresh_count"], row["fresh_p50_s"], row["fresh_p99_s"]) == (0, None, None)
+    assert all(
+        h["counts"] == [0] * len(LE) for r in report["rows"] for h in r["freshness"].values()
+    )

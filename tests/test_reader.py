@@ -236,8 +236,16 @@ def test_progress_reports_the_backlog(spark, redis_url, client, tmp_path):
             return latest and json.loads(latest)
 
         latest = wait_until(reported, timeout=90, what="a progress report")
+        fresh = wait_until(
+            lambda: (r := reported()) and r["freshnessCount"] and r,
+            timeout=90,
+            what="a progress report after a commit",
+        )
     finally:
         query.stop()
     assert set(latest["reservations"]) == {"0", "1"}
     assert 0 < latest["backlog"] < 1000
     assert latest["oldestQueuedAgeMs"] >= 60_000
+    # the members committed waited a minute and more (and the query's start): a bucket
+    # from (60, 120] s on, under the (300, 600] s bucket for any run of this test
+    assert 60_000 <= fresh["freshnessP50Ms"] <= fresh["freshnessP99Ms"] <= 600_000

@@ -67,6 +67,11 @@ class Histogram:
         counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
         return Histogram(counts, self.sum + other.sum, self.untimed + other.untimed)
 
+    def sub(self, earlier: Histogram) -> Histogram:
+        """What was counted since ``earlier`` (a read of the same histogram before)."""
+        counts = [a - b for a, b in zip(self.counts, earlier.counts, strict=True)]
+        return Histogram(counts, self.sum - earlier.sum, self.untimed - earlier.untimed)
+
     def quantile(self, q: float) -> float | None:
         """The wait below which a fraction ``q`` of the members lie, interpolated in its
         bucket as Prometheus's ``histogram_quantile`` does (the +Inf bucket answers its
@@ -162,6 +167,11 @@ def read(client: Client, master: str, now: float, label: str = "") -> Freshness:
 def text(value: str | bytes) -> str:
     """A hash field or value as text."""
     return value.decode() if isinstance(value, bytes) else value
+
+
+def bucket_of(seconds: float) -> int:
+    """The index in ``BUCKETS`` of the bucket a wait of ``seconds`` is counted in."""
+    return next(i for i, bound in enumerate(BUCKETS) if seconds <= bound)
 
 
 def combined(shards: Iterable[Freshness]) -> Freshness:

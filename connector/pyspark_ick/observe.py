@@ -11,6 +11,7 @@ from typing import Any
 from . import bounds, freshness, scripts
 from .clients import Client
 from .dead_letters import DeadLetters
+from .keys import shard_names
 from .reservations import describe
 from .sharded import ShardedIck
 from .values import pairs
@@ -71,6 +72,15 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         **freshness.combined(fresh).summary(),
     }
     return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
+
+
+def freshness_of(client: Client, name: str, shards: int) -> freshness.Freshness:
+    """Logical Ick ``name``'s freshness histograms: the sum over its shards, its window as
+    of Redis time now (one bounded read per shard)."""
+    now = server_time(client)
+    return freshness.combined(
+        freshness.read(client, master, now) for master in shard_names(name, shards)
+    )
 
 
 def summary(client: Client, name: str, shards: int) -> dict[str, Any]:

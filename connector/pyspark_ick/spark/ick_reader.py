@@ -41,6 +41,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from .. import freshness
 from ..columns import utf8
 from ..errors import IckConfigError, ShardCountError
 from ..keys import shard_names
@@ -236,14 +237,25 @@ class IckStreamReader(ReservationStreamReader):
         self.opts.sharded().check_shards()
 
     def backlog_report(self, logs: list[Any]) -> dict[str, Any]:
-        """Members queued, and the age of the oldest (when scores are Unix times)."""
+        """Members queued, the age of the oldest (when scores are Unix times), and how
+        long the members committed in the last window waited (freshness.py)."""
         sharded = self.opts.sharded()
         stats = [sharded.shard(i).stats() or {} for i in range(self.shards)]
         lows = [s["pset_min"] for s in stats if s.get("pset_min") is not None]
         report: dict[str, Any] = {"backlog": sum(s.get("pset_size", 0) for s in stats)}
-        oldest = age(server_time(sharded.client), min(lows)) if lows else None
+        now = server_time(sharded.client)
+        oldest = age(now, min(lows)) if lows else None
         if oldest is not None:
             report["oldestQueuedAgeMs"] = round(oldest * 1000)
+        fresh = freshness.combined(
+            freshness.read(sharded.client, sharded.shard(i).key, now, sharded.label)
+            for i in range(self.shards)
+        ).summary()
+        report["freshnessCount"] = fresh["fresh_count"]
+        for name, key in (("freshnessP50Ms", "fresh_p50_s"), ("freshnessP99Ms", "fresh_p99_s")):
+            seconds = fresh[key]
+            if seconds is not None:
+                report[name] = round(seconds * 1000)
         return report
 
     def open_log(self, shard: int) -> ReservationLog:

@@ -155,6 +155,8 @@ def create_app(
             "backlog": plots.line([(p.t, p.backlog) for p in points], now, **size),
             "oldest": plots.line([(p.t, p.oldest_s) for p in points], now, **size),
             "throughput": plots.line(throughput(points), now, **size),
+            "fresh_p50": plots.line([(p.t, p.fresh_p50_s) for p in points], now, **size),
+            "fresh_p99": plots.line([(p.t, p.fresh_p99_s) for p in points], now, **size),
         }
 
     @app.get("/")

@@ -23,7 +23,9 @@ HOUR_S = 3600.0
 class Point(NamedTuple):
     """One sample of an Ick (or dehydrator): when (Redis time, s), backlog (queued;
     parked), age of the oldest member in s (a dehydrator: how long its first due element
-    has waited), items committed in all, in flight (reserved; claimed), dead letters."""
+    has waited), items committed in all, in flight (reserved; claimed), dead letters, and
+    an Ick's freshness: the p50 and p99 in s of the waits of the members committed in the
+    last window (None: none committed; a dehydrator has none)."""
 
     t: float
     backlog: int
@@ -31,6 +33,8 @@ class Point(NamedTuple):
     done: int
     in_flight: int
     dead: int
+    fresh_p50_s: float | None = None
+    fresh_p99_s: float | None = None
 
 
 def ick_point(t: float, report: dict[str, Any]) -> Point:
@@ -42,6 +46,8 @@ def ick_point(t: float, report: dict[str, Any]) -> Point:
         totals["done"],
         totals["reserved"],
         totals.get("dead", 0),
+        totals.get("fresh_p50_s"),
+        totals.get("fresh_p99_s"),
     )
 
 
