@@ -234,29 +234,38 @@ local ICK_FRESH = {'0.1', '0.25', '0.5', '1', '2.5', '5', '10', '30', '60', '120
 local ICK_FRESH_S = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 local FRESH_SLOTS = 5
 
--- fresh_count(fresh, scores, first, step): count the wait (Redis time now minus its own
--- time) of each member committed with score scores[first], scores[first + step], ... in
--- the freshness hash `fresh` under its lane (ICK_BACKFILL): a count per bucket
+-- fresh_count(fresh, parts): count the wait (Redis time now minus its own time) of each
+-- member committed with score list[first], list[first + step], ... of each {list, first,
+-- step} of parts, in the freshness hash `fresh` under its lane (ICK_BACKFILL): a count per bucket
 -- ("<lane>:<le>") and the sum in ms ("<lane>:sum_ms"), the same counts in the slot of
 -- this minute ("m<slot>:<lane>:<le>", cleared when "m<slot>", its minute, is older), and
 -- a score that is no Unix time in [1e9, 1e10) s (lanes.is_time) in "<lane>:untimed".
 -- The members are tallied in Lua first: one HINCRBY per touched field.
-local function fresh_count(fresh, scores, first, step)
-  if first > #scores then return end
+local function fresh_count(fresh, parts)
+  if #parts == 0 then return end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-  local tally = {live = {sum = 0, untimed = 0}, backfill = {sum = 0, untimed = 0}}
-  for i = first, #scores, step do
-    local own, lane = tonumber(scores[i]), 'live'
-    if own >= ICK_BACKFILL then own, lane = own - ICK_BACKFILL, 'backfill' end
-    local counts = tally[lane]
-    if own >= 1e9 and own < 1e10 then
-      local wait, b = now - own, 1
-      if wait < 0 then wait = 0 end
-      while b <= 14 and wait > ICK_FRESH_S[b] do b = b + 1 end
-      counts[b], counts.sum = (counts[b] or 0) + 1, counts.sum + wait
-    else
-      counts.untimed = counts.untimed + 1
+  local live = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, sum = 0, untimed = 0}
+  local back = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, sum = 0, untimed = 0}
+  local tally = {live = live, backfill = back}
+  local b, lo, hi = 15, 3600, math.huge  -- the last member's bucket (lo, hi]: a manifest
+  for _, part in ipairs(parts) do       -- is in score order, so it seldom changes
+    local scores = part[1]
+    for i = part[2], #scores, part[3] do
+      local own, counts = tonumber(scores[i]), live
+      if own >= ICK_BACKFILL then own, counts = own - ICK_BACKFILL, back end
+      if own >= 1e9 and own < 1e10 then
+        local wait = now - own
+        if wait <= lo or wait > hi then
+          if wait < 0 then wait = 0 end
+          b = 1
+          while b <= 14 and wait > ICK_FRESH_S[b] do b = b + 1 end
+          lo, hi = ICK_FRESH_S[b - 1] or 0, ICK_FRESH_S[b] or math.huge
+        end
+        counts[b], counts.sum = counts[b] + 1, counts.sum + wait
+      else
+        counts.untimed = counts.untimed + 1
+      end
     end
   end
   local minute = math.floor(now / 60)
@@ -270,11 +279,11 @@ local function fresh_count(fresh, scores, first, step)
     redis.call('HSET', fresh, slot, minute)
   end
   for lane, counts in pairs(tally) do
-    for b = 1, 15 do
-      local n = counts[b]
-      if n then
-        redis.call('HINCRBY', fresh, lane .. ':' .. ICK_FRESH[b], n)
-        redis.call('HINCRBY', fresh, slot .. ':' .. lane .. ':' .. ICK_FRESH[b], n)
+    for k = 1, 15 do
+      local n = counts[k]
+      if n > 0 then
+        redis.call('HINCRBY', fresh, lane .. ':' .. ICK_FRESH[k], n)
+        redis.call('HINCRBY', fresh, slot .. ':' .. lane .. ':' .. ICK_FRESH[k], n)
       end
     end
     if counts.sum > 0 then

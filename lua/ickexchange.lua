@@ -25,7 +25,7 @@ if #ARGV >= 3 then
         if score then scores[#scores + 1] = score end
       end
     end
-    fresh_count(KEYS[6], scores, 1, 1)
+    fresh_count(KEYS[6], {{scores, 1, 1}})
   end
   committed = zrem_all(cset, ARGV, 3, #ARGV)
   if tracked then

@@ -41,7 +41,7 @@ local any_held = redis.call('EXISTS', held) == 1
 local tracked = redis.call('EXISTS', fates[1], fates[2]) > 0
 local handed_back = redis.call('EXISTS', failed) == 1
 local counts = {retry = 0, dead = 0}
-local r, closed, scores = committed, 0, {}
+local r, closed, counted = committed, 0, {}
 for k = 11, #KEYS do
   local size = tonumber(redis.call('HGET', rlog, 'size:' .. (r + 1)) or 0)
   if r >= through or (k > 11 and size > budget) then break end
@@ -59,14 +59,14 @@ for k = 11, #KEYS do
     end
     call_chunked('HDEL', failed, fields, 1, #fields)
   end
-  local gone, done = {}, {}
+  local gone, done, scores = {}, {}, {}
   for i = 1, #flat, 2 do
     local member = flat[i]
     if errors[i] then
       local fate = fail_member(fates, member, flat[i + 1], errors[i], policy)
       counts[fate], tracked = counts[fate] + 1, true
     else
-      scores[#scores + 1] = flat[i + 1]
+      if handed_back then scores[#scores + 1] = flat[i + 1] end
       if tracked then done[#done + 1] = member end
     end
     local more = any_held and tonumber(redis.call('HGET', held, member) or 0) or 0
@@ -74,6 +74,7 @@ for k = 11, #KEYS do
     elseif more == 1 then redis.call('HDEL', held, member)
     else redis.call('HINCRBY', held, member, -1) end
   end
+  counted[#counted + 1] = handed_back and {scores, 1, 1} or {flat, 2, 2}
   forget_attempts(fates[1], fates[2], done)
   zrem_all(cset, gone, 1, #gone)
   redis.call('UNLINK', KEYS[k])
@@ -82,6 +83,6 @@ for k = 11, #KEYS do
 end
 redis.call('HSET', rlog, 'committed', r)
 redis.call('HINCRBY', rlog, 'done', closed)
-fresh_count(fresh, scores, 1, 1)
+fresh_count(fresh, counted)
 if r == reserved then redis.call('UNLINK', failed) end
 return {r, 1, counts.retry, counts.dead}
