@@ -252,7 +252,7 @@ local function fresh_count(fresh, parts)
   for _, part in ipairs(parts) do       -- is in score order, so it seldom changes
     local scores = part[1]
     for i = part[2], #scores, part[3] do
-      local own, counts = tonumber(scores[i]), live
+      local own, counts = scores[i] + 0, live  -- a number: cheaper than tonumber()
       if own >= ICK_BACKFILL then own, counts = own - ICK_BACKFILL, back end
       if own >= 1e9 and own < 1e10 then
         local wait = now - own
