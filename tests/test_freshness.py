@@ -138,3 +138,31 @@ def test_an_ick_release_0_1_left_reads_as_zeros(client):
     assert all(
         h["counts"] == [0] * len(LE) for r in report["rows"] for h in r["freshness"].values()
     )
+
+
+def test_stats_shows_the_window_in_80_columns_and_del_removes_the_histogram(client):
+    import io
+
+    from rich.console import Console
+
+    from pyspark_ick import ShardedIck
+    from pyspark_ick.cli.output import stats_table
+    from pyspark_ick.keys import IckKeys
+    from pyspark_ick.observe import summary
+
+    docs = ShardedIck(client, "docs80", 2)
+    now = server_time(client)
+    docs.add({f"doc:{i}": now - 45.0 for i in range(10)})
+    for i in range(2):
+        shard = docs.shard(i)
+        shard.commit(*[m for m, _ in shard.reserve(10)])
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(stats_table(summary(client, "docs80", 2)))
+    lines = out.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    total = [line for line in lines if "total" in line][-1]  # the freshness table's totals
+    # ten waits of 45 s, the (30, 60] s bucket: p50 and p99 interpolated in it
+    assert "10" in total and "45.0s" in total and total.count("59.7s") == 2
+    assert all(client.exists(IckKeys(k).fresh) for k in ("docs80:0", "docs80:1"))
+    docs.delete()
+    assert not any(client.exists(IckKeys(k).fresh) for k in ("docs80:0", "docs80:1"))
