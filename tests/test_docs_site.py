@@ -1,8 +1,8 @@
 """The docs site builds with warnings as errors (issue 41): ``mkdocs build --strict``, offline.
 
 A link to a missing page or anchor, a page left out of the nav, or a docstring
-mkdocstrings cannot render fails the build. docs/hooks.py fills the options and CLI
-reference from the code, and lists every page of docs/records/ in the nav. (Not ``-q``:
+mkdocstrings cannot render fails the build. docs/hooks.py lists every page of
+docs/records/ in the nav; the options and CLI tables are in the pages (docs/generate.py). (Not ``-q``:
 MkDocs 1.6 then drops its warnings before strict mode counts them.)
 """
 
