@@ -324,3 +324,35 @@ def test_the_extras_table_lists_every_extra_with_its_pyspark() -> None:
             found = re.match(r"pyspark(?:\[\w+\])?>=([\d.]+)", spec)
             if found and name != "dev":
                 assert f"pyspark {found[1]}+" in table[name], (name, table[name])
+
+
+NEWCOMERS_COPY = [
+    ROOT / "README.md",
+    *(p for p in sorted(DOCS.rglob("*.md")) if not p.is_relative_to(DOCS / "records")),
+    *(p for p in sorted((ROOT / "examples").rglob("*")) if p.suffix in (".py", ".sh", ".yml")),
+    *sorted((ROOT / "connector").rglob("*.py")),
+]
+EPOCH = re.compile(r"(?<![\w.,])(\d{10}(?:\.\d+)?)(?![\w,])")
+
+
+def fixed_epochs(paths: list[Path]) -> list[str]:
+    """Every number in ``paths`` that reads as a Unix time in seconds (lanes.is_time)."""
+    from pyspark_ick.lanes import TIME_MAX, TIME_MIN
+
+    found = []
+    for path in paths:
+        for n, text in enumerate(path.read_text().splitlines(), 1):
+            for number in EPOCH.findall(text):
+                if TIME_MIN <= float(number) < TIME_MAX:
+                    found.append(f"{rel(path)}:{n}: {number}")
+    return found
+
+
+def test_no_page_or_example_scores_with_a_fixed_old_time(tmp_path: Path) -> None:
+    """A fixed epoch score (1700000000) makes every age in the console, stats and the
+    exporter read as years, and fires the backlog-age alert at once: what a newcomer
+    copies scores with now-ish times (time.time(), as the writer's default does)."""
+    assert fixed_epochs(NEWCOMERS_COPY) == []
+    page = tmp_path / "page.md"
+    page.write_text('[("doc:1", 1700000000.0)] at_ms 1795747903848, 1,700,000,000 members\n')
+    assert fixed_epochs([page]) == ["page.md:1: 1700000000.0"]
