@@ -356,3 +356,29 @@ def test_no_page_or_example_scores_with_a_fixed_old_time(tmp_path: Path) -> None
     page = tmp_path / "page.md"
     page.write_text('[("doc:1", 1700000000.0)] at_ms 1795747903848, 1,700,000,000 members\n')
     assert fixed_epochs([page]) == ["page.md:1: 1700000000.0"]
+
+
+USER_PAGES = [
+    ROOT / "README.md",
+    *(p for p in sorted(DOCS.rglob("*.md")) if not p.is_relative_to(DOCS / "records")),
+]
+ISSUE = re.compile(r"(?i)\bissues? #?\d+|(?<![\w/.-])#\d+(?![\w-])")
+
+
+def issue_numbers(pages: list[Path]) -> list[str]:
+    """Every mention of an issue number in ``pages``."""
+    return [
+        f"{rel(page)}:{n}: {found}"
+        for page in pages
+        for n, text in enumerate(page.read_text().splitlines(), 1)
+        for found in ISSUE.findall(text)
+    ]
+
+
+def test_no_guide_reference_or_explanation_names_an_issue(tmp_path: Path) -> None:
+    """A user's page states what holds and how to reproduce it; how it was found (which
+    issue, which session) belongs in docs/records/ and the CHANGELOG."""
+    assert issue_numbers(USER_PAGES) == []
+    page = tmp_path / "page.md"
+    page.write_text("Issue 34's ideas; fixed in #12. See [x](design.md#45-trigger) (#7-x)\n")
+    assert issue_numbers([page]) == ["page.md:1: Issue 34", "page.md:1: #12"]
