@@ -6,7 +6,7 @@
 It marks three documents dirty, drains the Ick with one query (Trigger.AvailableNow) and
 prints a line per micro-batch, such as:
 
-    query indexer: 0 queued, oldest - ms, 0 dead letters
+    query indexer: 0 queued, oldest - ms, 0 dead letters, freshness p50 - ms, p99 - ms
 
 Spark calls a listener on its own thread after the batch, so the script waits for that
 call before it stops Spark: a script that ends at ``awaitTermination()`` may print nothing.
@@ -27,12 +27,14 @@ def describe(name: str, progress: dict[str, Any]) -> str:
     return (
         f"query {name}: {progress['backlog']} queued, "
         f"oldest {progress.get('oldestQueuedAgeMs', '-')} ms, "
-        f"{progress.get('deadLetters', 0)} dead letters"
+        f"{progress.get('deadLetters', 0)} dead letters, "
+        f"freshness p50 {progress.get('freshnessP50Ms', '-')} ms, "
+        f"p99 {progress.get('freshnessP99Ms', '-')} ms"
     )
 
 
 class IckProgress(StreamingQueryListener):
-    """Prints each Ick source's backlog after every micro-batch."""
+    """Prints each Ick source's backlog and freshness after every micro-batch."""
 
     def __init__(self) -> None:
         self.reported = threading.Event()  # set once a line was printed

@@ -20,7 +20,11 @@ from pyspark_ick import ShardedIck
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "listener.py"
-LINE = re.compile(r"^query indexer: \d+ queued, oldest (-|\d+) ms, \d+ dead letters$", re.M)
+LINE = re.compile(
+    r"^query indexer: \d+ queued, oldest (-|\d+) ms, \d+ dead letters, "
+    r"freshness p50 (-|\d+) ms, p99 (-|\d+) ms$",
+    re.M,
+)
 
 
 def example() -> ModuleType:
