@@ -1,6 +1,6 @@
 """Prometheus metrics of every Ick and dehydrator in a Redis (``pyspark-ick metrics``).
 
-Icks and dehydrators are found in the registry (observe.registered: the names whose shard
+Icks and dehydrators are found in the registry (existence.registered: the names whose shard
 count a Spark reader or writer, a ShardedIck or a Dehydrator recorded; an Ick that only gem
 producers wrote is not there until then), not by scanning the keyspace. Every scrape reads
 them again with bounded calls (one small script per shard). Needs the ``metrics`` extra
@@ -15,8 +15,8 @@ from typing import Any
 from .clients import Client
 from .dead_letters import DeadLetters
 from .dehydrator_view import stats as dehydrator_stats
+from .existence import registered
 from .observe import stats
-from .registry import registered
 from .sharded import ShardedIck
 
 
