@@ -202,3 +202,33 @@ def test_every_read_of_a_missing_name_writes_nothing(redis_url, client, capsys):
     scraped = generate_latest(registry).decode()
     assert 'ick="dirty_docs"' in scraped and "nosuch" not in scraped
     assert snapshot(client) == before
+
+
+def test_the_console_and_the_exporter_name_the_redis_that_failed():
+    """A Redis that does not answer: the console's page and the exporter's scrape error
+    name it (no server listens on a free port)."""
+    import redis
+    from prometheus_client import CollectorRegistry, generate_latest
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    from pyspark_ick.clients import settings
+    from pyspark_ick.errors import IckError
+    from pyspark_ick.metrics import Collector
+    from pyspark_ick.testing import free_port
+    from pyspark_ick.web.app import create_app
+    from pyspark_ick.web.history import History
+
+    port = free_port()
+    gone = redis.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+    settings(gone).retry_timeout = 0.5  # retried half a second, not a minute
+    asked = where(f"redis://127.0.0.1:{port}/0")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector(gone, asked))  # type: ignore[arg-type]
+    with pytest.raises(IckError, match=f"Redis at {asked}"):
+        generate_latest(registry)
+    app = create_app(
+        gone, History(5.0), token=None, allow_actions=False, where=asked, scrub=str, passwords=[]
+    )
+    reply = app.test_client().get("/ick?name=docs")
+    assert reply.status_code == 503 and f"Redis at {asked}" in reply.get_data(as_text=True)

@@ -70,7 +70,7 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
     from ..metrics import serve
 
     try:
-        server = serve(client, args.port, args.bind)
+        server = serve(client, args.port, args.bind, args.where)
     except ModuleNotFoundError as exc:
         if exc.name != "prometheus_client":
             raise

@@ -142,6 +142,8 @@ def create_app(
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
         text = scrub(str(exc))
+        if where not in text:  # every error that depends on the server names it
+            text += f" (Redis at {where})"
         logger.warning("console: %s: %s", request.path, text)
         return render_template("message.html", title="Redis did not answer", text=text), 503
 
