@@ -204,6 +204,28 @@ def test_every_read_of_a_missing_name_writes_nothing(redis_url, client, capsys):
     assert snapshot(client) == before
 
 
+def test_reading_an_ick_nothing_recorded_records_nothing(redis_url, client, capsys):
+    """The gem's producers record nothing: every read finds their Ick and none records
+    it (no shard count, layout or registry entry appears)."""
+    from pyspark_ick.web.app import create_app
+    from pyspark_ick.web.history import History
+
+    client.set("gemq", "ick.v1")  # what the gem's ickadd writes: the flag and the pset
+    client.zadd("gemq/ick/{gemq}/pset", {"doc:1": 1.0, "doc:2": 2.0})
+    before = snapshot(client)
+    for args in (("stats", "gemq"), ("peek", "gemq"), ("dead", "list", "gemq")):
+        assert main(["--url", redis_url, *args]) == 0, capsys.readouterr().err
+    options = {"redis.url": redis_url, "ick": "gemq"}
+    ick_batch_reader(options, SNAPSHOT_SCHEMA)
+    dead_letter_reader({**options, "deadLetters": "true"}, dead_letter_schema())
+    app = create_app(
+        client, History(5.0), token=None, allow_actions=False, where="", scrub=str, passwords=[]
+    )
+    for path in ("/ick?name=gemq", "/dead?ick=gemq"):
+        assert app.test_client().get(path).status_code == 200, path
+    assert snapshot(client) == before
+
+
 def test_the_console_and_the_exporter_name_the_redis_that_failed():
     """A Redis that does not answer: the console's page and the exporter's scrape error
     name it (no server listens on a free port)."""
@@ -232,3 +254,14 @@ def test_the_console_and_the_exporter_name_the_redis_that_failed():
     )
     reply = app.test_client().get("/ick?name=docs")
     assert reply.status_code == 503 and f"Redis at {asked}" in reply.get_data(as_text=True)
+
+
+def test_a_shard_count_that_differs_names_the_redis(redis_url, client):
+    from pyspark_ick.errors import ShardCountError
+
+    neighbours(client)
+    options = {"redis.url": redis_url, "ick": "dirty_docs", "shards": "4"}
+    with pytest.raises(
+        ShardCountError, match=f"2 shards recorded.* \\(Redis at {where(redis_url)}\\)"
+    ):
+        ick_batch_reader(options, SNAPSHOT_SCHEMA)
