@@ -167,6 +167,8 @@ class Indexer:
     def __init__(self, store: Store, index: Path, options: dict[str, str], shards: int) -> None:
         self.store, self.index, self.options, self.shards = store, index, options, shards
         self.figures = Figures()
+        self.at_first_batch: Callable[[], Any] | None = None  # called in the next batch
+        self.before: Any = None  # what it returned
         with sqlite3.connect(index) as db:
             db.executescript("""
                 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(title, body);
@@ -174,6 +176,10 @@ class Indexer:
             """)
 
     def __call__(self, batch, batch_id: int) -> None:
+        if self.at_first_batch is not None:
+            # the batches before this one are committed now (a source commits a batch
+            # when Spark plans the next): the product's figure counts from here
+            self.before, self.at_first_batch = self.at_first_batch(), None
         rows = batch.select("member", "score").collect()
         if not rows:
             return
@@ -352,7 +358,7 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
         )
         # measure from here on (parked documents keep counting: they must all come back)
         indexer.figures, producer.marked = Figures(parked=indexer.figures.parked), 0
-        before = freshness_of(client, ICK, shards)  # the product's figure counts from here
+        indexer.at_first_batch = lambda: freshness_of(client, ICK, shards)
         print(
             f"changing the store for {seconds:.0f} s at ~{rate:.0f} changes/s, {shards} shards ...",
             flush=True,
@@ -388,7 +394,7 @@ def run(seconds: float, shards: int, rate: float, master: str | None = None) -> 
         rehydrating.stop()
         spark.stop()
         after = freshness_of(client, ICK, shards)
-        product = after.total["live"].sub(before.total["live"])
+        product = after.total["live"].sub(indexer.before.total["live"])
 
         figures = indexer.figures
         docs = len(store.snapshot())
