@@ -129,6 +129,14 @@ class NumberedLog:
         """ARGV ``now`` of the reserve script ("": Redis server time)."""
         return ""
 
+    def reserve_more(self, after: int) -> list[Any]:
+        """ARGV a kind of log adds after RESERVE_ARGV for a reserve past ``after``."""
+        return []
+
+    def reserved(self, head: int, reply: list[Any]) -> None:
+        """What a kind of log keeps of a reserve call's ``reply`` that made manifest
+        ``head`` (its items moved: ``reply[1]``)."""
+
     def repeated(self) -> int:
         """The last manifest holding an item an earlier open one holds too; 0: none.
         Manifests after it repeat no item of one another: they can be read apart."""
@@ -193,6 +201,7 @@ class NumberedLog:
                 bounds.MOVES_PER_CALL,
                 pending,
                 self.now(),
+                *self.reserve_more(after),
             ]
             reply = scripts.run(
                 client, self.reserve_script, self.reserve_keys(head), argv, what=self.label
@@ -203,6 +212,8 @@ class NumberedLog:
                 stale = self._again(stale)
                 continue
             moved += got
+            if got > 0:
+                self.reserved(head, reply)
             full = got == bounds.MOVES_PER_CALL or requeued > 0
             if not full or (limit is not None and pending >= limit):
                 self._head = head

@@ -46,9 +46,12 @@ def cmd_add(client: Client, args: argparse.Namespace) -> int:
     shards = shards_to_use(client, args.name, args.shards)
     score = server_time(client) if args.score is None else args.score
     members = list(dict.fromkeys(args.members))
-    new, changed = ShardedIck(client, args.name, shards).add_pairs(members, [score] * len(members))
+    sharded = ShardedIck(client, args.name, shards)
+    new, changed = sharded.add_pairs(members, [score] * len(members), lane=args.lane)
+    lane = " (backfill lane)" if args.lane == "backfill" else ""
     print(
-        f"Ick {args.name!r}: {new} new, {changed} lowered, {len(members) - new - changed} unchanged"
+        f"Ick {args.name!r}: {new} new, {changed} lowered, "
+        f"{len(members) - new - changed} unchanged{lane}"
     )
     return 0
 

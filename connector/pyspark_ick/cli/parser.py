@@ -11,6 +11,7 @@ from .. import __version__
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
+from ..lanes import LANES
 from ..options import parse_duration_ms
 from ..web.command import cmd_web, web_options
 from .dead_commands import cmd_dead_count, cmd_dead_list, cmd_dead_purge, cmd_dead_redrive
@@ -164,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=score_arg,
         default=None,
         help="score of every member (default: Redis server time)",
+    )
+    sub.add_argument(
+        "--lane",
+        choices=LANES,
+        default="live",
+        help="backfill: queue them behind every live member (default: live)",
     )
 
     sub = command(commands, "peek", cmd_peek, "lowest queued and reserved members (read-only)")

@@ -124,6 +124,7 @@ class ReaderOptions(StreamOptions):
     ick: str
     binary: bool  # memberType=binary
     policy: RetryPolicy  # maxAttempts, retryBackoff, retryBackoffMax
+    backfill_share: float = 0.1  # backfillShare
 
     @classmethod
     def parse(cls, raw: Any, use: str | tuple[str, ...] = ICK_STREAM) -> ReaderOptions:
@@ -131,7 +132,14 @@ class ReaderOptions(StreamOptions):
         stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
         ick, binary = o.get("ick"), options_binary(o)
         policy = retry_policy(stream)
-        return cls(**StreamOptions.common(stream, "Members"), ick=ick, binary=binary, policy=policy)
+        share = stream.get("backfillShare")
+        return cls(
+            **StreamOptions.common(stream, "Members"),
+            ick=ick,
+            binary=binary,
+            policy=policy,
+            backfill_share=share,
+        )
 
     def sharded(self) -> ShardedIck:
         return ShardedIck(self.connection.client(), self.ick, self.shards)
@@ -253,6 +261,7 @@ class IckStreamReader(ReservationStreamReader):
             self.opts.label(shard),
         )
         log.policy = self.opts.policy
+        log.backfill_share = self.opts.backfill_share
         return log
 
     def arrow(self, entries: list[Manifest], shard: int, label: str) -> Iterator[pa.RecordBatch]:

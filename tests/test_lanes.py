@@ -1,0 +1,225 @@
+"""The backfill lane (lanes.py): writers mark members as backfill, folding serves a member
+in both lanes once as live, and the stream reader fills each batch live first while the
+backfill keeps its share (option backfillShare). Driver-side reader tests, no Spark: the
+reader's calls in Spark's order, as tests/test_reader_ahead.py makes them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from test_cli import cli
+
+from pyspark_ick import Ick, ShardedIck, bounds
+from pyspark_ick.errors import IckConfigError
+from pyspark_ick.lanes import BACKFILL_OFFSET, lane_of, time_of
+from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
+
+
+def queued(client: Any, name: str, shards: int = 1) -> dict[str, float]:
+    """Every queued member of the logical Ick with its score."""
+    sharded = ShardedIck(client, name, shards)
+    out: dict[str, float] = {}
+    for i in range(shards):
+        pset = sharded.shard(i).keys.pset
+        out.update({m.decode(): s for m, s in client.zrange(pset, 0, -1, withscores=True)})
+    return out
+
+
+def test_folding_across_lanes_serves_a_member_once_as_live(any_client: Any) -> None:
+    """A backfill member changed live becomes live (its live time); a live member marked
+    as backfill stays live; a backfill write of a backfill member keeps its first time.
+    Without scores, ickadd_backfill scores with Redis time in the band."""
+    ick = ShardedIck(any_client, "fold", 3)
+    assert ick.add({"a": 100.0, "b": 100.0}, lane="backfill") == (2, 0)
+    assert ick.add({"a": 200.0, "c": 50.0}) == (1, 1)  # a: live now, though 200 > 100
+    assert ick.add({"c": 10.0, "b": 90.0}, lane="backfill") == (0, 1)  # c stays live
+    assert queued(any_client, "fold", 3) == {
+        "a": 200.0,
+        "b": 90.0 + BACKFILL_OFFSET,
+        "c": 50.0,
+    }
+    seconds, _ = any_client.time() if hasattr(any_client, "time") else (0, 0)
+    ick.add_groups({ick.shard_of("d"): (["d"], None)}, lane="backfill")
+    score = queued(any_client, "fold", 3)["d"]
+    assert lane_of(score) == "backfill" and abs(time_of(score) - int(seconds)) < 60
+    assert time_of(score) != int(time_of(score))  # the ms survive the band's offset
+
+
+def test_scores_a_lane_cannot_take_are_refused_naming_the_option(client: Any) -> None:
+    ick = ShardedIck(client, "band", 1)
+    with pytest.raises(IckConfigError, match=r"'x'.*1e\+13.*read as the backfill.*lane"):
+        ick.add({"ok": 1.0, "x": BACKFILL_OFFSET})
+    with pytest.raises(IckConfigError, match=r"'y'.*lane backfill.*\[0, 1e\+13\)"):
+        ick.add({"y": -1.0}, lane="backfill")
+    with pytest.raises(IckConfigError, match=r"lane 'later' is not one of live \| backfill"):
+        ick.add({"z": 1.0}, lane="later")  # type: ignore[arg-type]
+    assert Ick(client, "band").stats() is None  # nothing written
+    assert ick.add({"last": float("inf")}) == (1, 0)  # as the gem writes it
+
+
+def test_the_cli_adds_to_the_backfill_lane(redis_url: str, client: Any) -> None:
+    done = cli("add", "cli", "a", "b", "--lane", "backfill", url=redis_url)
+    assert done.returncode == 0, done.stderr
+    assert "2 new" in done.stdout and "backfill lane" in done.stdout
+    assert cli("add", "cli", "b", url=redis_url).returncode == 0
+    lanes = {m: lane_of(s) for m, s in queued(client, "cli").items()}
+    assert lanes == {"a": "backfill", "b": "live"}
+
+
+
+def test_spark_writers_mark_the_backfill_lane(spark: Any, redis_url: str, client: Any) -> None:
+    """format('ick') with option lane=backfill: a score column's scores move into the band
+    (a live member stays live), no score column scores with Redis time in the band, and a
+    live score in the band fails naming the column and the option."""
+    ShardedIck(client, "spark", 2).add({"a": 5.0})
+
+    def save(rows: list[Any], schema: str, **options: str) -> None:
+        writer = spark.createDataFrame(rows, schema).write.format("ick").mode("append")
+        writer.options(**{"redis.url": redis_url, "ick": "spark", **options}).save()
+
+    save([("a", 1.0), ("b", 2.0)], "member string, score double", lane="backfill")
+    save([("c",)], "member string", lane="backfill")
+    scores = queued(client, "spark", 2)
+    assert scores["a"] == 5.0 and scores["b"] == 2.0 + BACKFILL_OFFSET
+    assert lane_of(scores["c"]) == "backfill"
+    with pytest.raises(Exception, match=r"score column 'score'.*read as the backfill.*'lane'"):
+        save([("d", 2e13)], "member string, score double")
+    with pytest.raises(Exception, match=r"score column 'score'.*option 'lane' backfill"):
+        save([("d", -1.0)], "member string, score double", lane="backfill")
+    assert "d" not in queued(client, "spark", 2)
+
+
+def batches(reader: Any, batches_wanted: int, add_live: Any) -> list[list[tuple[str, float]]]:
+    """Run the reader in Spark's order (latestOffset of N+1, then commit of N) for up to
+    ``batches_wanted`` batches; ``add_live(k)`` runs before batch k. The rows of each."""
+    start, done, out = reader.initialOffset(), None, []
+    for k in range(batches_wanted):
+        add_live(k)
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        if done is not None:
+            reader.commit(done)
+        if end == start:
+            break
+        rows = [
+            (r["member"], r["score"])
+            for p in reader.partitions(start, end)
+            for b in reader.read(p)
+            for r in b.to_pylist()
+        ]
+        out.append(rows)
+        done, start = end, end
+    reader.stop()
+    return out
+
+
+def test_the_backfill_keeps_its_share_while_live_work_waits(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """maxMembersPerTrigger 40, backfillShare 0.25, reservations of 7 (a batch is several
+    calls, the next one reserved ahead): 200 backfill members and a live backlog that
+    producers keep topped up for 12 batches. While live members wait after a batch, the
+    batch holds exactly 10 backfill members (never starved, never more), live ones first;
+    then the backfill takes whole batches, and everything is delivered once."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 7)
+    ick = ShardedIck(client, "share", 1)
+    ick.add({f"b{i:03d}": 1000.0 + i for i in range(200)}, lane="backfill")
+    live: list[str] = []
+
+    def add_live(k: int) -> None:
+        if k < 12:
+            fresh = [f"l{k:02d}-{i:02d}" for i in range(60 if k == 0 else 30)]
+            ick.add({m: 2000.0 + k for m in fresh})
+            live.extend(fresh)
+
+    options = {"redis.url": redis_url, "ick": "share", "maxMembersPerTrigger": "40"}
+    reader = stream_reader({**options, "backfillShare": "0.25"}, STREAM_SCHEMA)
+    seen = batches(reader, 40, add_live)
+    delivered_live = 0
+    for rows in seen:
+        lanes = [lane_of(s) for _, s in rows]
+        assert lanes == sorted(lanes, key=("live", "backfill").index)  # live first
+        delivered_live += lanes.count("live")
+        backfill = lanes.count("backfill")
+        if delivered_live < len(live):  # live members wait after this batch
+            assert backfill == 10, (len(seen), lanes)
+        else:
+            assert len(rows) == 40 or rows == seen[-1]
+    members = [m for rows in seen for m, _ in rows]
+    assert sorted(members) == sorted(live + [f"b{i:03d}" for i in range(200)])
+    assert ick.stats()["total_size"] == 0
+
+
+def test_without_a_share_the_backfill_waits_for_live_work(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """backfillShare 0: a batch takes live members only while they last (score order)."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 7)
+    ick = ShardedIck(client, "none", 1)
+    ick.add({f"b{i}": 1.0 for i in range(30)}, lane="backfill")
+    ick.add({f"l{i:02d}": 5.0 for i in range(50)})
+    options = {"redis.url": redis_url, "ick": "none", "maxMembersPerTrigger": "20"}
+    seen = batches(stream_reader({**options, "backfillShare": "0"}, STREAM_SCHEMA), 9, lambda k: 0)
+    assert [sum(lane_of(s) == "backfill" for _, s in rows) for rows in seen] == [0, 0, 10, 20]
+
+
+def test_a_mixed_batch_replays_exactly_after_its_driver_dies(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """A batch of live and backfill members reserved and read, then the driver dies (no
+    commit, no stop): the restarted query (same consumerId) replays the logged offsets and
+    reads exactly the same rows; the next batch goes on from there."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 7)
+    ick = ShardedIck(client, "replay", 2)
+    ick.add({f"b{i:02d}": 10.0 + i for i in range(40)}, lane="backfill")
+    ick.add({f"l{i:02d}": 20.0 + i for i in range(40)})
+    options = {
+        "redis.url": redis_url,
+        "ick": "replay",
+        "shards": "2",
+        "maxMembersPerTrigger": "30",
+        "backfillShare": "0.3",
+        "consumerId": "indexer",
+    }
+
+    def read(reader: Any, start: Any, end: Any) -> list[tuple[str, float, int]]:
+        return sorted(
+            (r["member"], r["score"], r["reservation"])
+            for p in reader.partitions(start, end)
+            for b in reader.read(p)
+            for r in b.to_pylist()
+        )
+
+    first = stream_reader(options, STREAM_SCHEMA)
+    start = first.initialOffset()
+    end = first.latestOffset(start, first.getDefaultReadLimit())
+    rows = read(first, start, end)
+    assert len(rows) == 30 and sum(lane_of(s) == "backfill" for _, s, _ in rows) == 10
+    first._state.leases.halt()  # killed: no heartbeat, no commit, no release
+
+    again = stream_reader(options, STREAM_SCHEMA)
+    assert again.initialOffset() == start  # nothing was committed
+    assert read(again, start, end) == rows  # Spark replays the logged batch: the same rows
+    after = again.latestOffset(end, again.getDefaultReadLimit())
+    more = read(again, end, after)
+    assert not {m for m, _, _ in more} & {m for m, _, _ in rows}
+    again.stop()
+
+
+def test_the_share_holds_when_a_shard_is_topped_up(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """Two shards, every member in shard 0: its share (20 of 40) is reserved, then topped
+    up with what shard 1 left (to 40). The backfill members it reserved first count against
+    the topped-up share: 10 of 40, not 5 + 10."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 7)
+    ick = ShardedIck(client, "topped", 2)
+    names = (f"m{i}" for i in range(10_000))
+    zero = [m for m in names if ick.shard_of(m) == 0][:200]
+    ick.add({m: 1.0 for m in zero[:100]}, lane="backfill")
+    ick.add({m: 5.0 for m in zero[100:]})
+    options = {"redis.url": redis_url, "ick": "topped", "shards": "2"}
+    limits = {"maxMembersPerTrigger": "40", "backfillShare": "0.25"}
+    seen = batches(stream_reader({**options, **limits}, STREAM_SCHEMA), 1, lambda k: 0)
+    assert [len(seen[0]), sum(lane_of(s) == "backfill" for _, s in seen[0])] == [40, 10]
