@@ -27,6 +27,7 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
     docs = ShardedIck(client, "docs", 2)
     bury(docs, {"bad:1": "Timeout talking to the sink", "bad:2": "bad doc"})
     docs.add({f"doc:{i}": 1_700_000_000.0 + i for i in range(30)})
+    docs.add({"reindex:1": 1_600_000_000.0}, lane="backfill")
     log = ReservationLog(client, f"docs:{docs.shard_of('doc:0')}")
     fence = log.lease.acquire("query-indexer", 60_000)
     log.reserve(5, 0, fence)
@@ -34,7 +35,7 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
     with console(redis_url, tmp_path, "--allow-actions", token=TOKEN) as web:
         pages = {
             "/": ["docs", "parked", "query-indexer"],
-            "/ick?name=docs": ["doc:0", "query-indexer", "Reservations in flight"],
+            "/ick?name=docs": ["doc:0", "query-indexer", "Reservations in flight", "backfill"],
             "/dead?ick=docs": ["bad:1", "Timeout talking to the sink", "bad doc"],
             "/dead?ick=docs&error=TIMEOUT": ["bad:1"],
             "/dehydrator?name=parked": ["p1", "When the parked elements are due"],

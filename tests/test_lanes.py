@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 from test_cli import cli
 
-from pyspark_ick import Ick, ShardedIck, bounds
+from pyspark_ick import Ick, ShardedIck, bounds, scripts
 from pyspark_ick.errors import IckConfigError
+from pyspark_ick.keys import IckKeys
+from pyspark_ick.packing import pack_values
+from pyspark_ick.reshard import reshard
 from pyspark_ick.lanes import BACKFILL_OFFSET, lane_of, time_of
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
 
@@ -66,7 +69,12 @@ def test_the_cli_adds_to_the_backfill_lane(redis_url: str, client: Any) -> None:
     assert cli("add", "cli", "b", url=redis_url).returncode == 0
     lanes = {m: lane_of(s) for m, s in queued(client, "cli").items()}
     assert lanes == {"a": "backfill", "b": "live"}
-
+    shown = cli("stats", "cli", url=redis_url).stdout
+    assert "lanes: live: 1 queued, oldest" in shown and "backfill: 1 queued" in shown
+    assert all(len(line) <= 80 for line in shown.splitlines() if line.startswith("lanes:"))
+    report = json.loads(cli("stats", "cli", "--json", url=redis_url).stdout)
+    assert [report["totals"]["lanes"][lane]["queued"] for lane in ("live", "backfill")] == [1, 1]
+    assert report["totals"]["lanes"]["backfill"]["age_s"] < 60  # its own time's age
 
 
 def test_spark_writers_mark_the_backfill_lane(spark: Any, redis_url: str, client: Any) -> None:
@@ -223,3 +231,38 @@ def test_the_share_holds_when_a_shard_is_topped_up(
     limits = {"maxMembersPerTrigger": "40", "backfillShare": "0.25"}
     seen = batches(stream_reader({**options, **limits}, STREAM_SCHEMA), 1, lambda k: 0)
     assert [len(seen[0]), sum(lane_of(s) == "backfill" for _, s in seen[0])] == [40, 10]
+
+
+def test_reshard_moves_both_lanes_as_they_are(client: Any) -> None:
+    """A reshard copies scores: backfill members stay in the band, live ones live, and a
+    member in both lanes stays served once, as live; reserved members come back queued."""
+    ick = ShardedIck(client, "moved", 2)
+    ick.add({f"b{i}": 100.0 + i for i in range(30)}, lane="backfill")
+    ick.add({f"l{i}": 200.0 + i for i in range(30)})
+    ick.add({"b0": 300.0})  # changed live meanwhile
+    held = ick.shard(0).reserve(5)  # a gem-style consumer holds some: put back by reshard
+    before = queued(client, "moved", 2) | {m: s for m, s in held}
+    reshard(client, "moved", 3)
+    after = queued(client, "moved", 3)
+    assert after == before
+    assert lane_of(after["b0"]) == "live" and lane_of(after["b1"]) == "backfill"
+    assert sum(lane_of(s) == "backfill" for s in after.values()) == 29
+
+
+def test_a_gem_producer_and_consumer_beside_a_backfill(client: Any) -> None:
+    """The gem's ickadd (a live time) and ickreserve (ickexchange with its three keys) on an
+    Ick with a backfill: the gem's adds are live, a backfill member it re-adds becomes
+    live, and its consumer gets every live member first, then the backfill's, with their
+    banded scores (docs/ruby.md)."""
+    ick = ShardedIck(client, "gem", 1)
+    ick.add({f"b{i}": 1000.0 + i for i in range(4)}, lane="backfill")
+    keys = list(IckKeys("gem").base)
+    scripts.run(client, "ickadd", keys, [pack_values(["2000", "g1", "1500", "b2"])])
+    reply = scripts.run(client, "ickexchange", keys, [4, "0"])
+    got = [(m.decode(), float(s)) for m, s in zip(reply[1][::2], reply[1][1::2], strict=True)]
+    assert got == [
+        ("b2", 1500.0),
+        ("g1", 2000.0),
+        ("b0", 1000.0 + BACKFILL_OFFSET),
+        ("b1", 1001.0 + BACKFILL_OFFSET),
+    ]

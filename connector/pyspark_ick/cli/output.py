@@ -151,7 +151,17 @@ ICK_STATS: tuple[Column, ...] = (
 
 
 def stats_table(report: dict[str, Any]) -> Any:
-    return shard_report("Ick", report, ICK_STATS)
+    """The Ick's per-shard table; under it, while a backfill waits, each lane's backlog
+    and oldest age (the live lane first: what users wait for)."""
+    shown = shard_report("Ick", report, ICK_STATS)
+    lanes = report["totals"].get("lanes")
+    if not lanes or not lanes["backfill"]["queued"]:
+        return shown
+    line = "; ".join(
+        f"{name}: {lane['queued']} queued, oldest {fmt_age(lane['age_s'])}"
+        for name, lane in lanes.items()
+    )
+    return _rich().console.Group(shown, f"lanes: {line}")
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:

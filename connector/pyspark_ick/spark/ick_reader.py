@@ -17,7 +17,9 @@ recorded in Redis, else 1),
 ``memberType`` (``string`` | ``binary``),
 ``maxMembersPerTrigger`` (default 500000, split across shards), ``consumerId``,
 ``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
-micro-batch is read in ``max(1, members // this)`` tasks, a shard's big batch by several).
+micro-batch is read in ``max(1, members // this)`` tasks, a shard's big batch by several),
+``backfillShare`` (default 0.1: the part of a batch kept for the backfill lane while live
+members wait, docs/design.md §2.1).
 """
 
 from __future__ import annotations
@@ -244,11 +246,15 @@ class IckStreamReader(ReservationStreamReader):
         self.opts.sharded().check_shards()
 
     def backlog_report(self, logs: list[Any]) -> dict[str, Any]:
-        """Members queued, and the age of the oldest (when scores are Unix times)."""
+        """Members queued (both lanes; the backfill's apart too), and the age of the oldest
+        live one (when scores are Unix times)."""
         sharded = self.opts.sharded()
         stats = [sharded.shard(i).stats() or {} for i in range(self.shards)]
         lows = [s["pset_min"] for s in stats if s.get("pset_min") is not None]
-        report: dict[str, Any] = {"backlog": sum(s.get("pset_size", 0) for s in stats)}
+        report: dict[str, Any] = {
+            "backlog": sum(s.get("pset_size", 0) for s in stats),
+            "backfillBacklog": sum(s.get("backfill_size", 0) for s in stats),
+        }
         oldest = age(server_time(sharded.client), min(lows)) if lows else None
         if oldest is not None:
             report["oldestQueuedAgeMs"] = round(oldest * 1000)

@@ -7,7 +7,8 @@ sink.py runs the tasks: each Arrow batch is converted column-wise (member to str
 binary member as it is; score to seconds since the epoch as a double; invalid rows found
 by compute kernels), grouped by shard and added in bounded calls (ickadd of ``chunkSize``
 members; ickadd_now, scored with Redis server time, when the DataFrame has no score
-column).
+column). Option ``lane=backfill`` moves the scores into the backfill lane's band
+(lanes.py; ickadd_backfill without a score column).
 """
 
 from __future__ import annotations
