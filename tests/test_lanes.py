@@ -12,12 +12,15 @@ import pytest
 from test_cli import cli
 
 from pyspark_ick import Ick, ShardedIck, bounds, scripts
+from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.errors import IckConfigError
 from pyspark_ick.keys import IckKeys
+from pyspark_ick.lanes import BACKFILL_OFFSET, lane_of, time_of
 from pyspark_ick.packing import pack_values
 from pyspark_ick.reshard import reshard
-from pyspark_ick.lanes import BACKFILL_OFFSET, lane_of, time_of
+from pyspark_ick.retries import RetryPolicy, release_due
 from pyspark_ick.spark.ick_reader import STREAM_SCHEMA, stream_reader
+from pyspark_ick.testing import wait_until
 
 
 def queued(client: Any, name: str, shards: int = 1) -> dict[str, float]:
@@ -266,3 +269,20 @@ def test_a_gem_producer_and_consumer_beside_a_backfill(client: Any) -> None:
         ("b0", 1000.0 + BACKFILL_OFFSET),
         ("b1", 1001.0 + BACKFILL_OFFSET),
     ]
+
+
+def test_a_retried_and_a_redriven_member_keep_their_lane(client: Any) -> None:
+    """A member the sink fails on comes back with the score of its failed delivery: a
+    backfill member's retry and its re-driven dead letter stay in the backfill lane."""
+    ick = ShardedIck(client, "again", 1)
+    ick.add({"b": 5.0}, lane="backfill")
+    ick.add({"l": 6.0})
+    assert ick.shard(0).reserve(2) == [("l", 6.0), ("b", 5.0 + BACKFILL_OFFSET)]
+    ick.fail({"b": "boom", "l": "boom"}, RetryPolicy(backoff_ms=1, backoff_max_ms=1))
+    wait_until(lambda: release_due(client, [IckKeys("again")], "Ick 'again'").released == 2)
+    assert queued(client, "again") == {"l": 6.0, "b": 5.0 + BACKFILL_OFFSET}
+    assert ick.shard(0).reserve(2) == [("l", 6.0), ("b", 5.0 + BACKFILL_OFFSET)]
+    ick.fail({"b": "dead"}, RetryPolicy(max_attempts=1))
+    letters = DeadLetters(ick)
+    assert letters.redrive(["b"]) == 1
+    assert lane_of(queued(client, "again")["b"]) == "backfill"
