@@ -286,3 +286,24 @@ def test_a_retried_and_a_redriven_member_keep_their_lane(client: Any) -> None:
     letters = DeadLetters(ick)
     assert letters.redrive(["b"]) == 1
     assert lane_of(queued(client, "again")["b"]) == "backfill"
+
+
+def test_available_now_delivers_both_lanes_within_its_budget(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """Trigger.AvailableNow's budget counts both lanes: 20 live and 30 backfill members,
+    batches of 20 with a share of 0.25, live first, 50 in all. A live member added after
+    the budget was taken goes first too (the lower score): one backfill member is left for
+    the next run."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 7)
+    ick = ShardedIck(client, "now", 1)
+    ick.add({f"b{i:02d}": 1.0 for i in range(30)}, lane="backfill")
+    ick.add({f"l{i:02d}": 5.0 for i in range(20)})
+    options = {"redis.url": redis_url, "ick": "now", "maxMembersPerTrigger": "20"}
+    reader = stream_reader({**options, "backfillShare": "0.25"}, STREAM_SCHEMA)
+    reader.prepareForTriggerAvailableNow()
+    ick.add({"late": 9.0})  # after the budget was taken
+    seen = batches(reader, 9, lambda k: 0)
+    lanes = [[lane_of(s) for _, s in rows] for rows in seen]
+    assert [(b.count("live"), b.count("backfill")) for b in lanes] == [(15, 5), (6, 14), (0, 10)]
+    assert [lane_of(s) for s in queued(client, "now").values()] == ["backfill"]
