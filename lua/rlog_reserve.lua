@@ -17,7 +17,9 @@
 --   every reserve script (numbered_log.RESERVE_ARGV), ARGV[9] now in ms ("": Redis time);
 --   the Ick's own: ARGV[10] the backfill's share of the limit (a fraction; absent: none,
 --   members are taken in score order), ARGV[11] backfill members in the reservations past
---   `after` (as the caller counted them)
+--   `after` (as the caller counted them), ARGV[12] "1": a reserve ahead of Spark (the job
+--   ahead) takes no more backfill members than the share, leaving the rest of the room to
+--   the next batch's top-up, so live members added meanwhile go first
 -- Lanes (lanes.py): live members are taken first, but while backfill members wait the
 -- batch keeps ceil(share * limit) of its room for them; what live members leave, the
 -- backfill takes. A reservation holds its live members, then its backfill ones.
@@ -59,11 +61,12 @@ if n <= 0 then return {head, 0, pending, requeued} end
 local share, backfill = tonumber(ARGV[10] or ''), 0
 local live = redis.call('ZCOUNT', pset, '-inf', '(' .. ICK_BACKFILL)
 local got
-if share and share > 0 and limit >= 0 then
+if share and limit >= 0 then
   local waiting = redis.call('ZCARD', pset) - live
   local owed = math.min(math.ceil(share * limit) - tonumber(ARGV[11] or 0), waiting)
   local take = math.min(live, n, math.max(limit - pending - math.max(owed, 0), 0))
   backfill = math.min(waiting, n - take)
+  if ARGV[12] == '1' then backfill = math.min(backfill, math.max(owed, 0)) end
   got = take > 0 and redis.call('ZRANGE', pset, 0, take - 1, 'WITHSCORES') or {}
   if backfill > 0 then
     local more = redis.call('ZRANGE', pset, live, live + backfill - 1, 'WITHSCORES')

@@ -307,3 +307,27 @@ def test_available_now_delivers_both_lanes_within_its_budget(
     lanes = [[lane_of(s) for _, s in rows] for rows in seen]
     assert [(b.count("live"), b.count("backfill")) for b in lanes] == [(15, 5), (6, 14), (0, 10)]
     assert [lane_of(s) for s in queued(client, "now").values()] == ["backfill"]
+
+
+def test_live_members_added_while_a_batch_is_read_go_into_the_next_one(
+    client: Any, redis_url: str, monkeypatch: Any
+) -> None:
+    """While a backfill drains, the job ahead reserves the next batch as the executors read
+    this one. It takes no more backfill than the share: live members added meanwhile go
+    into the next batch (its top-up), not the one after, and the backfill fills the rest."""
+    monkeypatch.setattr(bounds, "MOVES_PER_CALL", 7)
+    ick = ShardedIck(client, "meanwhile", 1)
+    ick.add({f"b{i:03d}": 1.0 + i for i in range(200)}, lane="backfill")
+    options = {"redis.url": redis_url, "ick": "meanwhile", "maxMembersPerTrigger": "20"}
+    reader = stream_reader({**options, "backfillShare": "0.25"}, STREAM_SCHEMA)
+    start = reader.initialOffset()
+    first = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert reader._ahead is not None
+    reader._ahead.result()  # the job ahead is done: the next batch is reserved
+    ick.add({f"l{i}": 5.0 for i in range(10)})  # while batch 1 is read
+    second = reader.latestOffset(first, reader.getDefaultReadLimit())
+    rows = [
+        r for p in reader.partitions(first, second) for b in reader.read(p) for r in b.to_pylist()
+    ]
+    assert [lane_of(r["score"]) for r in rows] == ["live"] * 10 + ["backfill"] * 10
+    reader.stop()

@@ -109,6 +109,9 @@ class NumberedLog:
         self._head: int | None = None  # the last number seen
         self._committed: int | None = None  # the last committed number seen
         self.policy: RetryPolicy | None = None  # an Ick's: how failed members are retried
+        # a reserve made ahead of Spark (the job ahead): a kind of log may leave room in it
+        # for what comes meanwhile (an Ick's live members: reservations.py)
+        self.ahead = False
         self.fates = {"retried": 0, "dead": 0}  # members the commits retried or buried
 
     # --- what a kind of log provides ----------------------------------------------------

@@ -42,12 +42,14 @@ class ReservationLog(NumberedLog):
         self.backfill: dict[int, int] = {}
 
     def reserve_more(self, after: int) -> list[Any]:
-        """ARGV[10..11] of rlog_reserve: the backfill's share, and its members in the
-        reservations past ``after`` this client made."""
+        """ARGV[10..12] of rlog_reserve: the backfill's share, its members in the
+        reservations past ``after`` this client made, and whether this reserve is made
+        ahead (then it takes no more backfill than the share: the next batch's top-up
+        takes live members added meanwhile first)."""
         if self.backfill_share is None:
             return []
         taken = sum(n for r, n in self.backfill.items() if r > after)
-        return [repr(self.backfill_share), taken]
+        return [repr(self.backfill_share), taken, "1" if self.ahead else "0"]
 
     def reserved(self, head: int, reply: list[Any]) -> None:
         """Count the backfill members of reservation ``head`` (rlog_reserve's 5th reply);
