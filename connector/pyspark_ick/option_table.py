@@ -216,9 +216,9 @@ OPTIONS = (
         "fraction",
         0.1,
         "The part of each micro-batch kept for the backfill lane while live members wait, so it "
-        "always progresses: at 0.1 live changes wait at most about 10% longer. Live members take "
-        "the rest first; with no live member waiting the backfill takes the whole batch. 0: the "
-        "backfill gets only what live members leave",
+        "always progresses (at 0.1, live work that fills every batch keeps 90% of each). Live "
+        "members take the rest first; with no live member waiting the backfill takes the whole "
+        "batch. 0: the backfill gets only what live members leave",
         minimum=0.0,
         maximum=1.0,
     ),
