@@ -81,3 +81,9 @@ def run(argv: Sequence[str] | None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # what the OS refused that no command foresaw (a file, a socket)
+        if isinstance(exc, BrokenPipeError):
+            raise
+        where_ = f" ({exc.filename})" if exc.filename else ""
+        print(f"pyspark-ick: error: {exc.strerror or exc}{where_}", file=sys.stderr)
+        return EXIT_ERROR

@@ -13,6 +13,7 @@ from ..clients import Client
 from ..errors import IckError
 from ..holds import holders, in_use
 from ..keys import IckKeys, shard_names
+from ..listen import listen_failed
 from ..observe import peek, server_time, stats, summary
 from ..registry import recorded, resharding, shards_to_use
 from ..release import release
@@ -70,6 +71,8 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
     try:
         server = serve(client, args.port, args.bind)
+    except OSError as exc:
+        raise listen_failed(exc, args.bind, args.port, "metrics") from None
     except ModuleNotFoundError as exc:
         if exc.name != "prometheus_client":
             raise

@@ -11,6 +11,7 @@ from .. import __version__
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
+from ..listen import port_arg
 from ..options import parse_duration_ms
 from ..web.command import cmd_web, web_options
 from .dead_commands import cmd_dead_count, cmd_dead_list, cmd_dead_purge, cmd_dead_redrive
@@ -176,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve Prometheus metrics of every Ick and dehydrator at /metrics",
         named=False,
     )
-    sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
+    sub.add_argument("--port", type=port_arg, required=True, help="HTTP port (required)")
     sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
 
     sub = command(
