@@ -1,16 +1,20 @@
 """The CLI's servers (``web``, ``metrics``) when the OS refuses them: a port in use, an
 address that is not this machine's, a token file that cannot be read; each is one line
-on stderr and exit 1, never a traceback.
+on stderr and exit 1, never a traceback. And the address they print, IPv6 in brackets.
 The failures run in this process (``main``): nothing is served."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Iterator
 
 import pytest
+from support import cli_command
 
 from pyspark_ick.cli import main
+from pyspark_ick.listen import host_port
+from pyspark_ick.testing import free_port
 
 
 def one_line(capsys: pytest.CaptureFixture[str], code: int, *argv: str) -> str:
@@ -58,3 +62,26 @@ def test_an_unreadable_token_file_is_one_line(redis_url, capsys, tmp_path):
     for path, needle in ((tmp_path, "Is a directory"), (tmp_path / "binary", "not UTF-8")):
         said = one_line(capsys, 1, "--url", redis_url, "web", "--token-file", str(path))
         assert said.startswith("pyspark-ick: error: --token-file:") and needle in said, said
+
+
+def test_an_ipv6_address_is_printed_in_brackets(redis_url):
+    assert host_port("::1", 9464) == "[::1]:9464"  # metrics' line
+    assert host_port("127.0.0.1", 9464) == "127.0.0.1:9464"
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    process = subprocess.Popen(
+        cli_command("web", "--bind", "::1", "--port", str(free_port()), url=redis_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # the line it prints once it listens (or EOF)
+        assert "http://[::1]:" in line, (line, process.stderr.read() if not line else "")
+        port = int(line.split("http://[::1]:", 1)[1].split("/", 1)[0])
+        with socket.create_connection(("::1", port), timeout=10):
+            pass  # it listens where it says
+    finally:
+        process.terminate()
+        process.wait(20)

@@ -13,7 +13,7 @@ from ..clients import Client
 from ..errors import IckError
 from ..holds import holders, in_use
 from ..keys import IckKeys, shard_names
-from ..listen import listen_failed
+from ..listen import host_port, listen_failed
 from ..observe import peek, server_time, stats, summary
 from ..registry import recorded, resharding, shards_to_use
 from ..release import release
@@ -80,7 +80,7 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
             "metrics need the prometheus-client package (the metrics extra): python3 -m pip "
             "install prometheus-client, or '.[metrics]' in a clone of pyspark-ick"
         ) from None
-    print(f"serving http://{args.bind}:{args.port}/metrics (Ctrl-C stops)", flush=True)
+    print(f"serving http://{host_port(args.bind, args.port)}/metrics (Ctrl-C stops)", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -13,7 +13,7 @@ from typing import Any
 from ..clients import Client
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError, IckError
-from ..listen import listen_failed, loopback, port_arg
+from ..listen import host_port, listen_failed, loopback, port_arg
 from ..urls import redact, scrub, secrets, where
 from .guard import TOKEN_ENV, load_token
 
@@ -100,7 +100,7 @@ def cmd_web(client: Client, args: argparse.Namespace) -> int:
     sampler.start()
     mode = "actions allowed (sign in with the token)" if args.allow_actions else "read-only"
     print(
-        f"pyspark-ick console on http://{args.bind}:{server.effective_port}/ ({mode}) "
+        f"pyspark-ick console on http://{host_port(args.bind, server.effective_port)}/ ({mode}) "
         f"for "
         f"{redact(url)}; Ctrl-C stops",
         flush=True,
