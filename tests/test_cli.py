@@ -227,3 +227,19 @@ def test_connection_errors_name_no_password():
     assert "sekret" not in message
     bad = failed(cli("stats", "q", url="http://ops:sekret-pw@example.com/0"), 1)
     assert "redis://, rediss://, unix://, redis+sentinel://" in bad and "sekret" not in bad
+
+
+def test_retry_timeout_is_an_option_and_the_advice_names_it(capsys, monkeypatch):
+    from pyspark_ick.cli import main
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("PYSPARK_ICK_RETRY_TIMEOUT", "0.3")
+    for argv, waited in ((["--retry-timeout", "0.2"], "0.2 s"), ([], "0.3 s")):
+        assert main(["--url", url, "stats", "q", *argv]) == 1
+        said = capsys.readouterr().err
+        assert f"within --retry-timeout ({waited})" in said and "Raise --retry-timeout" in said
+        assert "redis.retryTimeout" not in said
+    monkeypatch.setenv("PYSPARK_ICK_RETRY_TIMEOUT", "soon")
+    assert main(["--url", url, "stats", "q"]) == 1
+    assert "$PYSPARK_ICK_RETRY_TIMEOUT: expected a number of seconds" in capsys.readouterr().err

@@ -16,10 +16,11 @@
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
 for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA; ``redis+sentinel://h1,h2/SERVICE``
-for the primary that Sentinel names), ``--cluster`` (auto, true, false). Without
-``--shards`` the count recorded in Redis is used. Exit codes: 0 done, 1 error (one line on
-stderr, never a traceback or a password), 2 bad usage, 3 not found, nothing written (or a
-question answered no), 130 interrupted, 141 the output's reader went away (``| head``).
+for the primary that Sentinel names), ``--cluster`` (auto, true, false), ``--retry-timeout``
+or ``PYSPARK_ICK_RETRY_TIMEOUT`` (default 2 s). Without ``--shards`` the count recorded in
+Redis is used. Exit codes: 0 done, 1 error (one line on stderr, never a traceback or a
+password), 2 bad usage, 3 not found, nothing written (or a question answered no), 130
+interrupted, 141 the output's reader went away (``| head``).
 Tables need the ``cli`` extra (rich); ``--json`` does not.
 """
 
@@ -37,7 +38,7 @@ from ..errors import IckError
 from ..redis_errors import translate
 from ..urls import scrub
 from .output import NotFound
-from .parser import build_parser
+from .parser import build_parser, in_cli_terms, retry_timeout
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_PIPE = 1, 2, 3, 141
 
@@ -65,7 +66,7 @@ def run(argv: Sequence[str] | None) -> int:
             url,
             cluster=getattr(args, "cluster", "auto"),
             timeout=getattr(args, "timeout", 5.0),
-            retry_timeout=2.0,
+            retry_timeout=retry_timeout(args),
         )
         try:
             return int(args.run(client, args))
@@ -77,7 +78,7 @@ def run(argv: Sequence[str] | None) -> int:
     except (IckError, redis.RedisError) as exc:
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
-        print(f"pyspark-ick: error: {scrub(str(exc), url)}", file=sys.stderr)
+        print(f"pyspark-ick: error: {in_cli_terms(scrub(str(exc), url))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
