@@ -105,6 +105,9 @@ def test_actions_need_actions_allowed_the_token_and_the_csrf_token(redis_url, cl
         code, page = session.post("/signin", [("token", TOKEN)])  # a sign-in without CSRF
         assert code == 403 and "CSRF" in page
         assert session.sign_in(TOKEN) == 303
+        signed_out, csrf = csrf, session.csrf("/")
+        assert csrf != signed_out  # a new CSRF token at sign-in; the old one is refused
+        assert "CSRF" in refused(session, [*action, ("csrf", signed_out)])
         assert "CSRF" in refused(session, action)  # signed in, but no CSRF token
         assert "CSRF" in refused(session, [*action, ("csrf", "forged")])
         page = refused(session, [*action, ("csrf", csrf)], Origin="http://evil.example")

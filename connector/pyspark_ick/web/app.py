@@ -258,6 +258,7 @@ def create_app(
             logger.warning("console: a sign-in with a wrong token was refused")
             return render_template("message.html", title="Refused", text="wrong token"), 403
         session["signed_in"] = True
+        guard.rotate_csrf(session)
         flash("signed in: actions are allowed in this browser until you sign out")
         return redirect(url_for("overview"), code=303)
 

@@ -66,6 +66,12 @@ def csrf_token(session: Any) -> str:
     return str(session["csrf"])
 
 
+def rotate_csrf(session: Any) -> None:
+    """A new CSRF token for a session that just signed in: a token seen before (in a page
+    cached or shown while signed out) authorizes no action."""
+    session["csrf"] = secrets.token_urlsafe(32)
+
+
 def refusal(
     allowed: bool, session: Any, form: Any, origin: str | None, host: str, sign_in: bool = True
 ) -> str | None:
