@@ -178,7 +178,7 @@ def test_dehydrator_commands(redis_url):
     assert dh("ttn", "parked").stdout.strip() == "-1"  # it exists, empty
     assert dh("push", "parked", "id2", "now", "--delay", "0ms").returncode == 0
     assert dh("ttn", "parked").stdout.strip() == "0"
-    assert "1 shards recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
+    assert "1 shard recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
     assert "duration" in failed(dh("push", "parked", "id3", "x", "--ttl", "soon"), 2)
 
 
@@ -243,3 +243,31 @@ def test_retry_timeout_is_an_option_and_the_advice_names_it(capsys, monkeypatch)
     monkeypatch.setenv("PYSPARK_ICK_RETRY_TIMEOUT", "soon")
     assert main(["--url", url, "stats", "q"]) == 1
     assert "$PYSPARK_ICK_RETRY_TIMEOUT: expected a number of seconds" in capsys.readouterr().err
+
+
+def test_counts_read_in_english():
+    from pyspark_ick.words import ordinal, plural
+
+    assert [plural(n, "dead letter") for n in (0, 1, 2)] == [
+        "0 dead letters",
+        "1 dead letter",
+        "2 dead letters",
+    ]
+    assert (
+        plural(1, "retry", "retries") == "1 retry"
+        and plural(3, "retry", "retries")[2:] == "retries"
+    )
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 1001)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+        "111th",
+        "1,001st",
+    ]

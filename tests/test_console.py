@@ -35,7 +35,7 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
         pages = {
             "/": ["docs", "parked", "query-indexer"],
             "/ick?name=docs": ["doc:0", "query-indexer", "Reservations in flight"],
-            "/dead?ick=docs": ["bad:1", "Timeout talking to the sink", "bad doc"],
+            "/dead?ick=docs": ["bad:1", "Timeout talking to the sink", "bad doc", "from the 1st."],
             "/dead?ick=docs&error=TIMEOUT": ["bad:1"],
             "/dehydrator?name=parked": ["p1", "When the parked elements are due"],
         }

@@ -12,6 +12,7 @@ from ..dehydrator_view import exists, peek, stats
 from ..registry import shards_to_use
 from ..release import release
 from ..values import text
+from ..words import plural
 from .found import existing
 from .output import NotFound, console, dehydrator_peek_table, dehydrator_table, emit, watch
 
@@ -89,12 +90,12 @@ def cmd_dh_release(client: Client, args: argparse.Namespace) -> int:
         print(
             f"shard {i}: "
             + (f"lease of {owner!r} dropped" if owner else "no lease held")
-            + f", {done.open_claims[i]} open claims stay"
+            + f", {plural(done.open_claims[i], 'open claim')} kept"
         )
     left = sum(done.open_claims)
     print(
         f"dehydrator {args.name!r} released: the next query starts at once"
-        + (f" and delivers the {left} open claims first" if left else "")
+        + (f" and delivers the {plural(left, 'open claim')} first" if left else "")
         + " (give it a new checkpointLocation if the old one is lost)"
     )
     return 0

@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ..errors import IckError
+from ..words import plural
 
 
 class NotFound(Exception):
@@ -106,7 +107,7 @@ def table(
 def of_shards(kind: str, report: dict[str, Any]) -> str:
     """The title of a per-shard report: "Ick docs (4 shards)"."""
     shards = report["shards"]
-    return f"{kind} {report['name']} ({shards} shard{'s' if shards > 1 else ''})"
+    return f"{kind} {report['name']} ({plural(shards, 'shard')})"
 
 
 Column = tuple[str, Callable[[dict[str, Any]], str]]

@@ -30,6 +30,7 @@ from ..errors import IckConfigError, IckError
 from ..redis_errors import translate
 from ..sharded import ShardedIck
 from ..values import as_bytes
+from ..words import noun_for, ordinal, plural
 from . import guard, pages, plots
 from .history import History, throughput
 
@@ -76,6 +77,11 @@ def fmt_number(value: float | None) -> str:
     return f"{value:,.3f}".rstrip("0").rstrip(".")
 
 
+def fmt_plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` (thousands separated) and ``noun``, plural unless it is 1: "1 dead letter"."""
+    return f"{fmt_number(count)} {noun_for(count, noun, many)}"
+
+
 def parse_cursor(raw: str | None) -> Cursor:
     """``"<shard>:<index>"`` (the dead-letter page's ``at``) as a Cursor."""
     if not raw:
@@ -107,7 +113,9 @@ def create_app(
         MAX_CONTENT_LENGTH=4 * 1024 * 1024,
     )
     actions = allow_actions and token is not None
-    app.jinja_env.filters.update(age=fmt_age, when=fmt_when, number=fmt_number)
+    app.jinja_env.filters.update(
+        age=fmt_age, when=fmt_when, number=fmt_number, plural=fmt_plural, ordinal=ordinal
+    )
 
     @app.context_processor
     def common() -> dict[str, Any]:
@@ -225,15 +233,15 @@ def create_app(
             note = ""
         what = "all that match" if form.get("scope") == "matching" else "selected"
         logger.warning(
-            "console: %d dead letters of Ick %r %s (%s; error filter %r, member filter %r)",
-            done,
+            "console: %s of Ick %r %s (%s; error filter %r, member filter %r)",
+            plural(done, "dead letter"),
             name,
             MODES[mode],
             what,
             error,
             member,
         )
-        flash(f"{done:,} dead letters {MODES[mode]} ({what}){note}")
+        flash(f"{fmt_plural(done, 'dead letter')} {MODES[mode]} ({what}){note}")
         return redirect(
             "/dead?" + urlencode({"ick": name, "error": error, "member": member}), code=303
         )
