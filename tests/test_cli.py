@@ -125,13 +125,31 @@ def test_del_asks_first(redis_url, client):
     assert ShardedIck(client, "gone", 2).stats()["total_size"] == 2
 
     done = cli("del", "gone", url=redis_url, stdin="y\n")
-    assert done.returncode == 0 and "2 members" in done.stdout
-    assert "Delete Ick 'gone' (2 shards, 2 members)?" in done.stderr
+    kinds = "2 queued, 0 reserved, 0 retrying, 0 dead letters"
+    assert done.returncode == 0 and f"deleted Ick 'gone': {kinds} (" in done.stdout
+    assert f"Delete Ick 'gone' (2 shards: {kinds})?" in done.stderr
     assert client.dbsize() == 0  # every shard and the recorded shard count
 
     assert "does not exist" in failed(cli("del", "gone", "--yes", url=redis_url), 3)
     Ick(client, "other").add({"x": 1})
     assert cli("del", "other", "--yes", url=redis_url).returncode == 0
+    assert client.dbsize() == 0
+
+
+def test_del_counts_what_it_deleted_by_kind(redis_url, client):
+    from console_support import bury
+
+    from pyspark_ick.retries import RetryPolicy
+
+    ick = ShardedIck(client, "gone", 1)
+    bury(ick, {"d1": "bad doc", "d2": "bad doc"})
+    ick.add({"r1": 1.0})
+    assert ick.shard(0).reserve(1) == [("r1", 1.0)]
+    ick.fail({"r1": "later"}, RetryPolicy(max_attempts=5))
+    ick.add({"q1": 1.0, "q2": 2.0})
+    ick.shard(0).reserve(1)
+    done = cli("del", "gone", "--yes", url=redis_url)
+    assert "deleted Ick 'gone': 1 queued, 1 reserved, 1 retrying, 2 dead letters (" in done.stdout
     assert client.dbsize() == 0
 
 

@@ -91,8 +91,11 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_del(client: Client, args: argparse.Namespace) -> int:
     shards = existing(client, args.name, args.shards)
-    report = stats(client, args.name, shards)
-    size = report["totals"]["queued"] + report["totals"]["reserved"]
+    found = summary(client, args.name, shards)["totals"]
+    kinds = (
+        f"{found['queued']} queued, {found['reserved']} reserved, {found['retrying']} retrying, "
+        f"{plural(found['dead'], 'dead letter')}"
+    )
     masters = shard_names(args.name, shards)
     held = holders(
         client, [(IckKeys(m).lease, f"Ick {args.name!r} shard {i}") for i, m in enumerate(masters)]
@@ -107,14 +110,14 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
         )
     if not args.yes:
         ask(
-            f"Delete Ick {args.name!r} ({plural(shards, 'shard')}, {plural(size, 'member')})"
+            f"Delete Ick {args.name!r} ({plural(shards, 'shard')}: {kinds})"
             + (f", consumed by {held[0].owner!r} now" if held else "")
             + "?",
             "not deleted",
         )
     removed = ShardedIck(client, args.name, shards).delete(keep_leases=bool(held))
     kept = " (the leases stay: a consumer holds one)" if held else ""
-    print(f"deleted Ick {args.name!r}: {size} members, {removed} keys{kept}")
+    print(f"deleted Ick {args.name!r}: {kinds} ({plural(removed, 'key')}){kept}")
     return 0
 
 
