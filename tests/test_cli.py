@@ -117,6 +117,8 @@ def test_peek_is_read_only(redis_url, client):
 
     table = cli("peek", "p", "-n", "2", url=redis_url).stdout
     assert "queued: lowest scores" in table and held[0][0] in table
+    ShardedIck(client, "t", 1).add({"at": 1_700_000_000.0})  # a Unix time shows as one
+    assert "2023-11-14 22:13:20Z" in cli("peek", "t", url=redis_url).stdout
 
 
 def test_del_asks_first(redis_url, client):

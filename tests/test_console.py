@@ -25,7 +25,7 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
     redis_url, client, tmp_path
 ):
     docs = ShardedIck(client, "docs", 2)
-    bury(docs, {"bad:1": "Timeout talking to the sink", "bad:2": "bad doc"})
+    bury(docs, {"bad:1": "Timeout talking to the sink", "bad:2": "bad doc"}, 1_795_866_198.5)
     docs.add({f"doc:{i}": 1_700_000_000.0 + i for i in range(30)})
     log = ReservationLog(client, f"docs:{docs.shard_of('doc:0')}")
     fence = log.lease.acquire("query-indexer", 60_000)
@@ -45,6 +45,10 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
             for text in wanted:
                 assert text in page, (path, text)
         assert "bad doc" not in Session(web.base).get("/dead?ick=docs&error=TIMEOUT")[1]
+        # a score that is a Unix time shows as a time, as the other columns do
+        assert "1,795,866,198" not in Session(web.base).get("/dead?ick=docs")[1]
+        assert "2026-11-28 11:43:18Z" in Session(web.base).get("/dead?ick=docs")[1]
+        assert "2023-11-14 22:13:20Z" in Session(web.base).get("/ick?name=docs")[1]
         keys = client.dbsize()
         for path in ("/ick?name=nope", "/dead?ick=nope", "/dehydrator?name=nope"):
             code, page = Session(web.base).get(path)

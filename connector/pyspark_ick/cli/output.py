@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from ..errors import IckError
+from ..lanes import is_time, lane_of, time_of
 from ..words import plural
 
 
@@ -51,8 +52,14 @@ def console() -> Any:
 
 
 def fmt_score(score: float | None) -> str:
+    """A score: a Unix time (``lanes.is_time``) as UTC text, "(backfill)" after one of the
+    backfill lane; any other score as a number."""
     if score is None:
         return "-"
+    if is_time(score):
+        own = time_of(score)
+        shown = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(own)) + "Z"
+        return shown + (" (backfill)" if lane_of(score) == "backfill" else "")
     return f"{score:.3f}".rstrip("0").rstrip(".")
 
 

@@ -27,6 +27,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..dead_letters import Cursor, DeadLetters
 from ..errors import IckConfigError, IckError
+from ..lanes import is_time, lane_of, time_of
 from ..redis_errors import translate
 from ..sharded import ShardedIck
 from ..values import as_bytes
@@ -77,6 +78,23 @@ def fmt_number(value: float | None) -> str:
     return f"{value:,.3f}".rstrip("0").rstrip(".")
 
 
+def fmt_score(score: float | None) -> str:
+    """A score as the other columns show theirs: a Unix time (``lanes.is_time``) as UTC
+    text, "(backfill)" after one of the backfill lane; any other score as a number."""
+    if score is None:
+        return "-"
+    if not is_time(score):
+        return fmt_number(score)
+    return fmt_when(time_of(score) * 1000) + (" (backfill)" if lane_of(score) == "backfill" else "")
+
+
+def score_age(score: float | None, now: float) -> str:
+    """How long ago a score that is a Unix time was ("-" for any other, or one a day ahead)."""
+    if score is None or not is_time(score) or time_of(score) > now + 86400:
+        return "-"
+    return fmt_age(now - time_of(score))
+
+
 def fmt_plural(count: int, noun: str, many: str | None = None) -> str:
     """``count`` (thousands separated) and ``noun``, plural unless it is 1: "1 dead letter"."""
     return f"{fmt_number(count)} {noun_for(count, noun, many)}"
@@ -114,7 +132,13 @@ def create_app(
     )
     actions = allow_actions and token is not None
     app.jinja_env.filters.update(
-        age=fmt_age, when=fmt_when, number=fmt_number, plural=fmt_plural, ordinal=ordinal
+        age=fmt_age,
+        when=fmt_when,
+        number=fmt_number,
+        plural=fmt_plural,
+        ordinal=ordinal,
+        score=fmt_score,
+        score_age=score_age,
     )
 
     @app.context_processor
