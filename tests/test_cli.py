@@ -66,7 +66,7 @@ def test_add_stats_and_lower_score(redis_url, client):
     assert report["totals"]["queued"] == 2 and report["totals"]["reserved"] == 1
 
     table = cli("stats", "q", url=redis_url).stdout
-    assert "Ick q (1 shard)" in table and "total" in table and "oldest score" in table
+    assert "Ick q (1 shard)" in table and "total" in table and " oldest " in table
 
 
 def test_sharded_stats_on_cluster(cluster_url, cluster_client):
@@ -98,7 +98,16 @@ def test_stats_shows_reservations_and_lease(redis_url, client):
     (row,) = as_json(cli("stats", "feed", "--json", url=redis_url))["rows"]
     assert (row["queued"], row["reserved"], row["open_reservations"]) == (1, 2, 1)
     assert row["lease_owner"] == "indexer-7" and 0 < row["lease_expires_in_ms"] <= 60_000
-    assert "indexer-7" in cli("stats", "feed", url=redis_url).stdout
+    narrow = cli("stats", "feed", url=redis_url, env={"COLUMNS": "80"}).stdout
+    assert_fits(narrow, "shard", "queued", "reserved", "retrying", "dead", "open", "oldest")
+    assert "leases: shard 0: indexer-7 (expires in " in narrow
+
+
+def assert_fits(table: str, *headings: str, width: int = 80) -> None:
+    """``table`` fits ``width`` columns, every heading whole (rich cuts one to "queu…")."""
+    assert max(map(len, table.splitlines())) <= width and "\u2026" not in table, table
+    for heading in headings:
+        assert f" {heading} " in table, (heading, table)
 
 
 def test_peek_is_read_only(redis_url, client):
@@ -197,6 +206,8 @@ def test_dehydrator_commands(redis_url):
     assert "no id 'id1'" in failed(dh("look", "parked", "id1"), 3)
     assert dh("ttn", "parked").stdout.strip() == "-1"  # it exists, empty
     assert dh("push", "parked", "id2", "now", "--delay", "0ms").returncode == 0
+    narrow = cli("dehydrator", "stats", "parked", url=redis_url, env={"COLUMNS": "80"}).stdout
+    assert_fits(narrow, "parked", "due", "next due in", "open claims", "claimed")
     assert dh("ttn", "parked").stdout.strip() == "0"
     assert "1 shard recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
     assert "duration" in failed(dh("push", "parked", "id3", "x", "--ttl", "soon"), 2)

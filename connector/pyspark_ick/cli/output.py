@@ -84,10 +84,10 @@ def fmt_lease(row: dict[str, Any]) -> str:
     if not owner:
         return "-"
     expires = row["lease_expires_in_ms"]
-    return owner if expires is None else f"{owner} ({expires / 1000:.1f}s)"
+    return owner if expires is None else f"{owner} (expires in {expires / 1000:.1f}s)"
 
 
-TEXT_COLUMNS = frozenset({"key", "member", "id", "element", "lease", "lease owner", "error"})
+TEXT_COLUMNS = frozenset({"member", "id", "element", "error"})
 """Columns shown left-aligned (the others are numbers, right-aligned)."""
 
 
@@ -97,10 +97,11 @@ def table(
     rows: Iterable[Sequence[str]],
     total: Sequence[str] | None = None,
     dimmed: Collection[int] = (),
+    caption: str | None = None,
 ) -> Any:
     """A rich table of ``rows`` (the rows of index ``dimmed`` dim: shards that do not
-    exist) and a bold ``total`` row under a rule."""
-    shown = _rich().table.Table(title=title)
+    exist), a bold ``total`` row under a rule, and a ``caption`` line under it all."""
+    shown = _rich().table.Table(title=title, caption=caption, caption_justify="left")
     for column in columns:
         shown.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
     for i, row in enumerate(rows):
@@ -126,36 +127,42 @@ def field(name: str, fmt: Callable[[Any], str] = str) -> Callable[[dict[str, Any
     return lambda row: fmt(row[name]) if name in row else ""
 
 
+def leases(report: dict[str, Any]) -> str:
+    """The line under a per-shard table: each lease held, by shard (owner, expiry)."""
+    held = [f"shard {r['shard']}: {fmt_lease(r)}" for r in report["rows"] if r.get("lease_owner")]
+    return "leases: " + ("; ".join(held) if held else "none held")
+
+
 def shard_report(kind: str, report: dict[str, Any], columns: Sequence[Column]) -> Any:
-    """A per-shard report as a table: a row per shard (dim when it does not exist), then
-    the totals."""
+    """A per-shard report as a table of ``columns`` (the shard first): a row per shard (dim
+    when it does not exist), the totals, and the leases on a line under it."""
 
     def cells(row: dict[str, Any]) -> list[str]:
         if not row.get("exists", True):
-            return [str(row["shard"]), row["key"], *["-"] * (len(columns) - 2)]
+            return [str(row["shard"]), *["-"] * (len(columns) - 1)]
         return [show(row) for _, show in columns]
 
     missing = [i for i, row in enumerate(report["rows"]) if not row.get("exists", True)]
     total = cells({**report["totals"], "shard": "total"})
     headings = [name for name, _ in columns]
-    return table(of_shards(kind, report), headings, map(cells, report["rows"]), total, missing)
+    rows = map(cells, report["rows"])
+    return table(of_shards(kind, report), headings, rows, total, missing, leases(report))
 
 
-def lease_of(row: dict[str, Any]) -> str:
-    return fmt_lease(row) if "lease_owner" in row else ""
+def fmt_oldest(row: dict[str, Any]) -> str:
+    """The oldest score: its age when it is a Unix time of the past, else the score."""
+    if row.get("age_s") is not None:
+        return fmt_age(row["age_s"])
+    return fmt_score(row.get("oldest_score"))
 
-
-SHARD = (("shard", field("shard")), ("key", field("key")))
-"""The first columns of every per-shard report."""
 
 ICK_STATS: tuple[Column, ...] = (
-    *SHARD,
+    ("shard", field("shard")),
     *((name, field(name)) for name in ("queued", "reserved", "retrying", "dead")),
-    ("open res.", field("open_reservations", fmt_count)),
-    ("oldest score", field("oldest_score", fmt_score)),
-    ("age", field("age_s", fmt_age)),
-    ("lease owner", lease_of),
+    ("open", field("open_reservations", fmt_count)),
+    ("oldest", fmt_oldest),
 )
+"""The columns of ``stats`` (80 columns wide, with room for one more: test_cli)."""
 
 
 def stats_table(report: dict[str, Any]) -> Any:
@@ -179,11 +186,10 @@ def fmt_ms(ms: int) -> str:
 
 
 DEHYDRATOR_STATS: tuple[Column, ...] = (
-    *SHARD,
+    ("shard", field("shard")),
     *((name, field(name)) for name in ("parked", "due")),
     ("next due in", field("next_due_ms", fmt_ms)),
     *((name.replace("_", " "), field(name)) for name in ("open_claims", "claimed")),
-    ("lease", lease_of),
 )
 
 
