@@ -31,7 +31,19 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
     fence = log.lease.acquire("query-indexer", 60_000)
     log.reserve(5, 0, fence)
     Dehydrator(client, "parked", 2).park(["p1", "p2"], ["x", "y"], [0, 60_000])
+    ShardedIck(client, "idle", 1).add({"a": 1.0})  # queued, nothing reserved
+    drained = Dehydrator(client, "drained", 1)
+    drained.push("gone", "x", 0)
+    drained.pull("gone")
     with console(redis_url, tmp_path, "--allow-actions", token=TOKEN) as web:
+        # an empty part says so once (no table of headings over "none", no 12 empty spans)
+        page = Session(web.base).get("/ick?name=idle")[1]
+        assert '<p class="dim empty" id="head-reserved">reserved: none</p>' in page
+        assert '<p class="dim empty" id="in-flight">none</p>' in page
+        page = Session(web.base).get("/dead?ick=idle")[1]
+        assert "No dead letters (1 shard)." in page and 'id="letters"' not in page
+        page = Session(web.base).get("/dehydrator?name=drained")[1]
+        assert page.count("nothing parked") == 2 and "by +" not in page  # histogram, due first
         pages = {
             "/": ["docs", "parked", "query-indexer"],
             "/ick?name=docs": ["doc:0", "query-indexer", "Reservations in flight"],
