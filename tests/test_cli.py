@@ -127,7 +127,10 @@ def test_peek_is_read_only(redis_url, client):
     table = cli("peek", "p", "-n", "2", url=redis_url).stdout
     assert "queued: lowest scores" in table and held[0][0] in table
     ShardedIck(client, "t", 1).add({"at": 1_700_000_000.0})  # a Unix time shows as one
-    assert "2023-11-14 22:13:20Z" in cli("peek", "t", url=redis_url).stdout
+    table = cli("peek", "t", url=redis_url).stdout
+    assert "2023-11-14 22:13:20Z" in table
+    assert "reserved: none" in table and "reserved: lowest" not in table  # empty: said once
+    assert cli("dead", "list", "t", url=redis_url).stdout == "Ick 't': no dead letters\n"
 
 
 def test_del_asks_first(redis_url, client):

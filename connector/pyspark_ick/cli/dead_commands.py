@@ -65,6 +65,9 @@ def cmd_dead_list(client: Client, args: argparse.Namespace) -> int:
         for letter in found:
             emit(as_json(letter), True, None)
         return 0
+    if not found:
+        print(f"Ick {args.name!r}: no dead letters")
+        return 0
     now = time.time()
     rows = [
         (d.member, str(d.shard), str(d.attempts), fmt_age(now - d.dead_at_ms / 1000), d.error[:100])

@@ -78,6 +78,8 @@ def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit([list(row) for row in found], True, None)
+    elif not found:
+        print(f"dehydrator {args.name!r}: nothing parked")
     else:
         console().print(dehydrator_peek_table(args.name, found))
     return 0

@@ -170,12 +170,16 @@ def stats_table(report: dict[str, Any]) -> Any:
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
+    """A table per part (queued, reserved) of its lowest members; "reserved: none" for an
+    empty part."""
     return [
         table(
             f"{part}: lowest scores",
             ("member", "score", "shard"),
             [(member, fmt_score(score), str(shard)) for member, score, shard in rows],
         )
+        if rows
+        else f"{part}: none"
         for part, rows in found.items()
     ]
 
