@@ -13,7 +13,7 @@ import pytest
 from support import cli_command
 
 from pyspark_ick.cli import main
-from pyspark_ick.listen import host_port
+from pyspark_ick.listen import host_port, loopback
 from pyspark_ick.testing import free_port
 
 
@@ -85,3 +85,11 @@ def test_an_ipv6_address_is_printed_in_brackets(redis_url):
     finally:
         process.terminate()
         process.wait(20)
+
+
+def test_loopback_is_127_0_0_0_8_and_ipv6_and_localhost(redis_url, capsys, held_port):
+    assert all(map(loopback, ("127.0.0.1", "127.0.0.2", "::1", "localhost", "LOCALHOST")))
+    assert not any(map(loopback, ("0.0.0.0", "::", "10.0.0.1", "example.com")))
+    for command in ("web", "metrics"):  # both read every name's recorded count
+        argv = ("--url", redis_url, command, "--shards", "2", "--port", str(held_port))
+        assert "unrecognized arguments: --shards" in one_line(capsys, 2, *argv)

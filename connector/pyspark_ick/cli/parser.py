@@ -187,8 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     def command(
         parent: Any, name: str, run: Any, help: str, named: bool = True
     ) -> argparse.ArgumentParser:
-        """A subcommand (with the Ick's or dehydrator's NAME unless ``named`` is false)."""
-        sub = parent.add_parser(name, parents=[common, shards], help=help, description=help)
+        """A subcommand (with the Ick's or dehydrator's NAME and ``--shards`` unless ``named``
+        is false: web and metrics read every name's recorded count)."""
+        parents = [common, shards] if named else [common]
+        sub = parent.add_parser(name, parents=parents, help=help, description=help)
         sub.set_defaults(run=run)
         if named:
             sub.add_argument("name", type=name_arg, metavar="NAME")
@@ -217,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
         named=False,
     )
     sub.add_argument("--port", type=port_arg, required=True, help="HTTP port (required)")
-    sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
+    sub.add_argument(
+        "--bind", default="127.0.0.1", metavar="ADDRESS", help="address (default 127.0.0.1)"
+    )
 
     sub = command(
         commands,

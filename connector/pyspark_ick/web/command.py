@@ -36,7 +36,10 @@ def web_options(sub: argparse.ArgumentParser) -> None:
     sub.allow_abbrev = False
     sub.add_argument("--port", type=port_arg, default=8642, help="HTTP port (default 8642)")
     sub.add_argument(
-        "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1 only)"
+        "--bind",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address to listen on (default 127.0.0.1; a non-loopback one is logged as a warning)",
     )
     sub.add_argument(
         "--allow-actions",
