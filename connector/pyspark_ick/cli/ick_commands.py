@@ -142,13 +142,19 @@ def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
             "not resharded",
         )
     done = reshard(client, args.name, args.to, args.shards)
-    if done.before == done.after and not done.calls:
-        print(f"Ick {args.name!r} has {plural(done.after, 'shard')} already: nothing to do")
+    carried = plural(done.carried, "member's", "members'")
+    if done.before == done.after and not (done.moved or done.requeued or done.dropped):
+        print(
+            f"Ick {args.name!r} has {plural(done.after, 'shard')} already: nothing to move; "
+            f"{carried} retries or dead letters carried to their shard"
+        )
         return 0
     print(
         f"Ick {args.name!r}: {done.before} -> {plural(done.after, 'shard')}: "
-        f"{plural(done.moved, 'member')} moved, {plural(done.requeued, 'reserved member')} back "
-        f"in the queue ({plural(done.closed, 'reservation')} closed), "
+        f"{plural(done.moved, 'member')} moved, "
+        f"{carried} retries or dead letters carried, "
+        f"{plural(done.requeued, 'reserved member')} back in the queue "
+        f"({plural(done.closed, 'reservation')} closed), "
         f"{plural(len(done.dropped), 'old shard')} deleted; {plural(done.calls, 'call')} "
         f"in {done.seconds:.1f} s (longest {done.longest_ms:.1f} ms). Run its producers and "
         f"queries with shards={done.after}, each query with a new checkpointLocation"

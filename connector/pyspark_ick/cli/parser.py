@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve Prometheus metrics of every Ick and dehydrator at /metrics",
         named=False,
     )
-    sub.add_argument("--port", type=port_arg, required=True, help="HTTP port (required)")
+    sub.add_argument("--port", type=port_arg, required=True, help="HTTP port")
     sub.add_argument(
         "--bind", default="127.0.0.1", metavar="ADDRESS", help="address (default 127.0.0.1)"
     )
