@@ -8,7 +8,7 @@ import errno
 import ipaddress
 import socket
 
-from .errors import IckError
+from .errors import IckConfigError
 
 MAX_PORT = 65535
 
@@ -33,9 +33,10 @@ def host_port(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
-def listen_failed(exc: Exception, address: str, port: int, command: str) -> IckError:
+def listen_failed(exc: Exception, address: str, port: int, command: str) -> IckConfigError:
     """The one-line error of ``pyspark-ick COMMAND`` failing to listen on ``address:port``
-    (``exc``: what binding raised), saying which option to change."""
+    (``exc``: what binding raised), saying which option to change: an IckConfigError, as
+    the fault is in ``--port`` or ``--bind``, not in Redis."""
     at = host_port(address, port)
     code = getattr(exc, "errno", None)
     if code == errno.EADDRINUSE:
@@ -52,4 +53,4 @@ def listen_failed(exc: Exception, address: str, port: int, command: str) -> IckE
         )
     else:
         why = f"{getattr(exc, 'strerror', None) or exc}"
-    return IckError(f"{command}: cannot listen on {at}: {why}")
+    return IckConfigError(f"{command}: cannot listen on {at}: {why}")
