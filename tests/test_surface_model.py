@@ -19,20 +19,22 @@ score and attempt record; the CLI's dead-letter lookup (``dead redrive NAME MEMB
 and the exporter's gauges equal the model's counts per shard.
 
 Hypothesis runs derandomized and without its example database, so a run is reproducible;
-a failure prints the steps of its minimal example and the blob to replay it.
+a failure prints its steps and the blob to replay them (``PHASES``: set
+PYSPARK_ICK_MODEL_SHRINK=1 for a minimal example).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 from collections import Counter
 from contextlib import redirect_stderr, redirect_stdout
 from itertools import count as numbers
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -62,6 +64,7 @@ COUNTS = st.integers(1, 8)
 LATER = dict(backoff_ms=3_600_000, backoff_max_ms=3_600_000)  # due only when the test says
 RETRY, DEAD = RetryPolicy(max_attempts=25, **LATER), RetryPolicy(max_attempts=1, **LATER)
 PARSER = build_parser()
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 PARTS = ("queued", "reserved", "retrying", "dead")
 
 
@@ -462,6 +465,12 @@ class SurfaceMachine(RuleBasedStateMachine):
         return {p: [v[i] for i in range(len(v))] for p, v in found.items()}
 
 
+PHASES = tuple(Phase) if os.environ.get("PYSPARK_ICK_MODEL_SHRINK") else NO_SHRINK
+"""A step takes tens of ms (its checks read every key and run three readers), so shrinking
+a failure takes minutes: CI prints the failing steps as found and the blob to replay them;
+PYSPARK_ICK_MODEL_SHRINK=1 shrinks them to a minimal example."""
+
+
 def run(client: Any, examples: int, steps: int) -> None:
     SurfaceMachine.client = client
     try:
@@ -475,6 +484,7 @@ def run(client: Any, examples: int, steps: int) -> None:
                 database=None,
                 print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow],
+                phases=PHASES,
             ),
         )
     finally:
