@@ -5,9 +5,12 @@ A member becomes a dead letter when its last allowed attempt fails (retries.Retr
 it leaves the Ick with its attempt record (attempts, when the last failed, the score of
 that delivery, its error) and waits in the shard's ``dead`` set until an operator
 re-drives it (back into the Ick with the score it had, its attempts counted from zero)
-or purges it. Every call is bounded (``bounds.ITEMS_PER_CALL`` members). ``scan`` and
-``apply_matching`` look for the dead letters of one error (or member) page by page from a
-cursor, so that no request reads every dead letter in one go.
+or purges it. A dead letter that a reshard before this release left in a shard that is
+not its member's (a stray) is found where it is, and re-driven into its member's shard
+only (carried there first: carry.py), never into the shard it sat in. Every call is
+bounded (``bounds.ITEMS_PER_CALL`` members). ``scan`` and ``apply_matching`` look for the
+dead letters of one error (or member) page by page from a cursor, so that no request
+reads every dead letter in one go.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from . import bounds, scripts
+from .carry import carry
 from .ick import Ick
 from .retries import AttemptRecord
 from .sharded import ShardedIck
@@ -230,9 +234,37 @@ class DeadLetters:
                     break
         return Applied(done, looked, True)
 
+    def where(self, members: Iterable[Any]) -> dict[bytes, int]:
+        """The shard holding the dead letter of each of ``members`` that is one: its own
+        shard, else (a stray) the first other that has it. Read-only: one ZMSCORE per
+        shard and ``bounds.ITEMS_PER_CALL`` members, the other shards only for members not
+        found in their own."""
+        wanted = list(dict.fromkeys(as_bytes(m) for m in members))
+        by_shard: dict[int, list[bytes]] = {}
+        for member in wanted:
+            by_shard.setdefault(self.sharded.shard_of(member), []).append(member)
+        found = {m: i for i, listed in by_shard.items() for m in self._dead_in(i, listed)}
+        for i in range(self.sharded.shards):
+            missing = [m for m in wanted if m not in found and self.sharded.shard_of(m) != i]
+            found.update((m, i) for m in self._dead_in(i, missing))
+        return {m: found[m] for m in wanted if m in found}
+
+    def _dead_in(self, i: int, members: list[bytes]) -> list[bytes]:
+        """Those of ``members`` that shard ``i`` holds as dead letters."""
+        dead: list[bytes] = []
+        key = self.shard(i).keys.dead
+        for first in range(0, len(members), bounds.ITEMS_PER_CALL):
+            listed = members[first : first + bounds.ITEMS_PER_CALL]
+            scores = scripts.command(
+                self.client, partial(self.client.zmscore, key, listed), what=self.sharded.label
+            )
+            dead += [m for m, score in zip(listed, scores, strict=True) if score is not None]
+        return dead
+
     def redrive(self, members: Iterable[Any] | None = None) -> int:
         """Put dead letters back into the Ick (each with its score, its attempts counted
-        from zero): ``members``, or every one. Returns how many."""
+        from zero), into their member's shard only: ``members``, or every one. Returns
+        how many."""
         return self._apply("redrive", members)
 
     def purge(self, members: Iterable[Any] | None = None) -> int:
@@ -248,14 +280,37 @@ class DeadLetters:
                     done += n
             return done
         by_shard: dict[int, list[bytes]] = {}
-        for member in members:
-            by_shard.setdefault(self.sharded.shard_of(member), []).append(as_bytes(member))
+        for member, i in self.where(members).items():
+            by_shard.setdefault(i, []).append(member)
         for i, listed in by_shard.items():
             for first in range(0, len(listed), step):
                 done += self._call(i, mode, listed[first : first + step])
         return done
 
     def _call(self, i: int, mode: str, members: list[bytes]) -> int:
+        """Re-drive or purge ``members`` of shard ``i``'s dead letters (none: its oldest
+        ``PER_CALL``); a re-driven stray is carried to its member's shard first and
+        re-driven there. Returns how many."""
+        if mode != "redrive":
+            return self._run(i, mode, members)
+        if not members:
+            members = scripts.command(
+                self.client,
+                partial(self.client.zrange, self.shard(i).keys.dead, 0, PER_CALL - 1),
+                what=self.sharded.label,
+            )
+        away: dict[int, list[bytes]] = {}
+        for member in members:
+            away.setdefault(self.sharded.shard_of(member), []).append(member)
+        done = self._run(i, mode, away.pop(i)) if i in away else 0
+        for home, listed in away.items():
+            source, target = self.shard(i).keys, self.shard(home).keys
+            carry(self.client, source, target, listed, self.sharded.label)
+            done += self._run(home, mode, listed)
+        return done
+
+    def _run(self, i: int, mode: str, members: list[bytes]) -> int:
+        """One dead_letters call on shard ``i``."""
         keys = self.shard(i).keys
         return int(
             scripts.run(

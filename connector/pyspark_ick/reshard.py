@@ -13,8 +13,14 @@ The steps, each safe to run again after a crash (nothing lost, nothing doubled):
 4. each old shard's pset is read in ZSCAN pages; a member whose shard under the new count
    is another key is added there (ickadd: the lower score wins), then removed here
    (lua/ick_moved.lua), so a crash between the two leaves a copy that the next run folds;
-5. the old shards that the new layout lacks are deleted, once empty;
+   then its retries, attempt records and dead letters go the same way (carry.py: copied,
+   folded with what the new shard holds, then removed as they were copied);
+5. the old shards that the new layout lacks are deleted, once they hold nothing: no
+   member queued, reserved, retrying, dead or with an attempt record;
 6. the new count is recorded, the marker removed, the leases given back.
+
+A reshard to the count the Ick has moves nothing but the strays: retries and dead letters
+that a reshard before this release left in a shard that is not their member's.
 
 A run that stopped half-way leaves the marker (readers and writers keep refusing): run it
 again with the same target. Producers that do not read the recorded count (the redis-ick
@@ -30,6 +36,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from . import bounds, scripts
+from .carry import sweep
 from .clients import Client
 from .errors import IckConfigError, IckError, ShardCountError
 from .holds import Hold, holders, in_use
@@ -48,7 +55,8 @@ T = TypeVar("T")
 
 @dataclass
 class Resharded:
-    """What a reshard did: the counts, members moved to another shard, reserved members
+    """What a reshard did: the counts, members moved to another shard, members whose
+    retry, attempt record or dead letter was carried to another shard, reserved members
     put back into the queue, reservations closed, shard keys deleted, and its bounded
     calls (how many, the longest round trip)."""
 
@@ -56,6 +64,7 @@ class Resharded:
     before: int
     after: int
     moved: int = 0
+    carried: int = 0
     requeued: int = 0
     closed: int = 0
     dropped: list[str] = field(default_factory=list)
@@ -104,6 +113,11 @@ class Reshard:
         before = self.current(given)
         self.report = Resharded(self.name, before, self.to)
         if before == self.to and target is None:
+            for key in self.targets:  # no member moves: only strays are carried home
+                self.report.carried += sweep(
+                    self.client, key, self.targets, self.shard_label(key), call=self.call
+                )
+            self.report.seconds = round(time.monotonic() - started, 3)
             return self.report
         sources = shard_names(self.name, before)
         every = sources + [k for k in self.targets if k not in sources]
@@ -126,6 +140,7 @@ class Reshard:
                 self.requeue(key)
             for key in sources:
                 self.move_out(key)
+                self.carry_out(key)
             for key in sources:
                 if key not in self.targets:
                     self.drop(key)
@@ -196,6 +211,14 @@ class Reshard:
         for to, (members, scores) in waiting.items():
             self.move(keys, to, members, scores)
 
+    def carry_out(self, key: str) -> None:
+        """Carry the retries, attempt records and dead letters of shard ``key`` whose member's
+        shard is another key now to that key (carry.py)."""
+        self.report.carried += sweep(
+            self.client, key, self.targets, self.shard_label(key), call=self.call
+        )
+        self.hold.renew()
+
     def move(self, source: IckKeys, to: str, members: list[Any], scores: list[float]) -> None:
         """Add ``members`` to shard ``to`` (the lower score wins), then remove them from
         ``source`` (unless a producer lowered a score since: copied again)."""
@@ -229,11 +252,12 @@ class Reshard:
         )
 
     def drop(self, key: str) -> None:
-        """Delete shard ``key`` of the old layout, once nothing is left in it."""
+        """Delete shard ``key`` of the old layout, once nothing is left in it: no member
+        queued, reserved, retrying, dead or with an attempt record."""
         ick = Ick(self.client, key)
         for _ in range(3):
             stats = ick.stats() or {"pset_size": 0, "cset_size": 0}
-            if not stats["pset_size"] and not stats["cset_size"]:
+            if not stats["pset_size"] and not stats["cset_size"] and not self.fates_left(key):
                 self.report.dropped.append(key)
                 self.call(
                     "delete_keys",
@@ -249,10 +273,21 @@ class Reshard:
                 return
             self.requeue(key)  # a producer with the old count wrote meanwhile
             self.move_out(key)
+            self.carry_out(key)
         raise IckError(
             f"{self.shard_label(key)}: members keep arriving in a shard the new layout does "
             f"not have: a producer still writes with the old count ({self.report.before}). "
             "Stop it, then run the reshard again"
+        )
+
+    def fates_left(self, key: str) -> int:
+        """Retries, attempt records and dead letters shard ``key`` still holds."""
+        keys = IckKeys(key)
+        sizes = {"retry": self.client.zcard, "attempts": self.client.hlen}
+        sizes.update(dead=self.client.zcard, deadinfo=self.client.hlen)
+        return sum(
+            int(self.redis("ZCARD", 0, partial(size, getattr(keys, part))))
+            for part, size in sizes.items()
         )
 
     def record(self) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import bounds, replication, scripts
+from .carry import sweep
 from .clients import Client
 from .errors import IckConfigError
 from .keys import IckKeys
@@ -143,11 +144,17 @@ def release_due(
     """Move the due retries of every shard of ``keys`` into its queue and drop the pending
     retries of members queued or reserved meanwhile (lua/retry_due.lua), in calls of at most
     ``bounds.ITEMS_PER_CALL`` members (half moved, half looked at): what Python's reserve
-    does before it reserves, for consumers that do not (the redis-ick gem). ``now_ms``: a
-    test clock."""
+    does before it reserves, for consumers that do not (the redis-ick gem). ``keys``: every
+    shard, in order. A retry (or attempt record) that a reshard before this release left
+    in a shard that is not its member's is carried to its member's shard first (carry.py),
+    so each is released there only. ``now_ms``: a test clock."""
     step = bounds.ITEMS_PER_CALL // 2
     released = dropped = calls = 0
-    for shard in keys:
+    shards = list(keys)
+    masters = [shard.master for shard in shards]
+    for master in masters:
+        sweep(client, master, masters, label, ("retry", "attempts"))
+    for shard in shards:
         start = 0
         while True:
             args = [step, "" if now_ms is None else now_ms, start]

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from functools import partial
 from typing import Any
 
 from ..clients import Client
 from ..dead_letters import DeadLetter, DeadLetters
-from ..scripts import command
 from ..sharded import ShardedIck
 from ..values import as_bytes, text
 from .found import existing
@@ -23,22 +21,13 @@ def letters(client: Client, args: argparse.Namespace) -> DeadLetters:
 
 
 def named(found: DeadLetters, members: list[str]) -> tuple[list[str], list[str]]:
-    """``members`` split into the dead letters of ``found`` and the others (read-only:
-    one ZMSCORE per shard)."""
-    sharded = found.sharded
-    by_shard: dict[int, list[str]] = {}
-    for member in dict.fromkeys(members):
-        by_shard.setdefault(sharded.shard_of(member), []).append(member)
-    dead: list[str] = []
-    for i, listed in by_shard.items():
-        key = sharded.shard(i).keys.dead
-        scores = command(
-            found.client,
-            partial(found.client.zmscore, key, [as_bytes(m) for m in listed]),
-            what=sharded.label,
-        )
-        dead += [m for m, score in zip(listed, scores, strict=True) if score is not None]
-    return dead, [m for m in dict.fromkeys(members) if m not in set(dead)]
+    """``members`` split into the dead letters of ``found`` (in their shard, or strays in
+    another: DeadLetters.where) and the others (read-only)."""
+    listed = list(dict.fromkeys(members))
+    dead = found.where(listed)
+    return [m for m in listed if as_bytes(m) in dead], [
+        m for m in listed if as_bytes(m) not in dead
+    ]
 
 
 def no_dead_letter(name: str, others: list[str]) -> NotFound:

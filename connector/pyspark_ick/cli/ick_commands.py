@@ -134,12 +134,16 @@ def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
             "not resharded",
         )
     done = reshard(client, args.name, args.to, args.shards)
-    if done.before == done.after and not done.calls:
-        print(f"Ick {args.name!r} has {done.after} shards already: nothing to do")
+    if done.before == done.after and not (done.moved or done.requeued or done.dropped):
+        print(
+            f"Ick {args.name!r} has {done.after} shards already: nothing to move; "
+            f"{done.carried} members' retries or dead letters carried to their shard"
+        )
         return 0
     print(
         f"Ick {args.name!r}: {done.before} -> {done.after} shards: {done.moved} members "
-        f"moved, {done.requeued} reserved members back in the queue ({done.closed} "
+        f"moved, {done.carried} members' retries or dead letters carried, "
+        f"{done.requeued} reserved members back in the queue ({done.closed} "
         f"reservations closed), {len(done.dropped)} old shards deleted; {done.calls} calls "
         f"in {done.seconds:.1f} s (longest {done.longest_ms:.1f} ms). Run its producers and "
         f"queries with shards={done.after}, each query with a new checkpointLocation"
