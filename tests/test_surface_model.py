@@ -194,9 +194,11 @@ class SurfaceMachine(RuleBasedStateMachine):
     @rule(data=st.data(), n=st.integers(0, 4))
     def reserve(self, data: Any, n: int) -> None:
         """Each shard's Ick.reserve: due retries back into the queue (at most n, in the
-        order of the retry zset: all due at 0, so by member), then the lowest queued."""
+        order of the retry zset: all due at 0, so by member), then the lowest queued. Most
+        often of a shard that has some (else one of all)."""
         m = self.model
-        i = data.draw(st.integers(0, m.count - 1))
+        busy = sorted({m.shard(x) for x in [*m.part("queued"), *m.due]})
+        i = data.draw(st.sampled_from(busy) if busy else st.integers(0, m.count - 1))
         got = self.ick(i).reserve(n)
         if n > 0:
             for member in sorted((x for x in m.due if m.shard(x) == i), key=str.encode)[:n]:
