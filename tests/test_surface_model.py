@@ -54,7 +54,7 @@ from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.keys import IckKeys, shard_names
 from pyspark_ick.metrics import Collector
-from pyspark_ick.reshard import reshard
+from pyspark_ick.reshard import reshard as reshard_to
 from pyspark_ick.retries import AttemptRecord, RetryPolicy
 from pyspark_ick.values import text
 
@@ -174,15 +174,13 @@ class SurfaceMachine(RuleBasedStateMachine):
         return [x for x in MEMBERS if self.model.where.get(x, ("queued",))[0] == "queued"]
 
     @precondition(lambda self: bool(self.addable()))
-    @rule(data=st.data(), score=SCORES)
-    def produce(self, data: Any, score: float) -> None:
+    @rule(data=st.data(), score=SCORES, cli=st.booleans())
+    def produce(self, data: Any, score: float, cli: bool) -> None:
+        """A producer adds members (ShardedIck.add, or ``pyspark-ick add``)."""
         members = data.draw(st.lists(st.sampled_from(self.addable()), min_size=1, unique=True))
-        self.add(members, score)
-
-    @precondition(lambda self: bool(self.addable()))
-    @rule(data=st.data(), score=SCORES)
-    def produce_with_the_cli(self, data: Any, score: float) -> None:
-        members = data.draw(st.lists(st.sampled_from(self.addable()), min_size=1, unique=True))
+        if not cli:
+            self.add(members, score)
+            return
         m = self.model
         shards = ["--shards", str(m.count)]
         code, out, err = self.cli("add", self.name, *members, "--score", str(score), *shards)
@@ -261,71 +259,55 @@ class SurfaceMachine(RuleBasedStateMachine):
             for member in due:
                 m.queue(member, m.where[member][1])
 
-    @rule(data=st.data())
-    def redrive_one(self, data: Any) -> None:
+    @rule(data=st.data(), one=st.booleans())
+    def redrive(self, data: Any, one: bool) -> None:
         """``dead redrive NAME MEMBER``: a dead letter back into the queue, attempts from
-        0; any other member is not found (exit 3), nothing changed."""
+        0, any other member not found (exit 3, nothing changed); ``dead redrive NAME``:
+        every one."""
         m = self.model
-        member = data.draw(st.sampled_from(sorted(m.part("dead")) or MEMBERS))
-        code, out, err = self.cli("dead", "redrive", self.name, member)
-        if m.exists and m.where.get(member, ("",))[0] == "dead":
-            assert code == 0 and "1 dead letters re-driven" in out, (code, out, err)
-            m.queue(member, m.where[member][1])
-            del m.dead_attempts[member]
+        dead = m.part("dead")
+        if one:
+            member = data.draw(st.sampled_from(sorted(dead) or MEMBERS))
+            dead = {member: dead[member]} if m.exists and member in dead else {}
+        code, out, err = self.cli("dead", "redrive", self.name, *([member] if one else []))
+        if m.exists and (dead or not one):
+            assert code == 0 and f"{len(dead)} dead letters re-driven" in out, (code, out, err)
         else:
             assert code == EXIT_NOT_FOUND, (code, out, err)
+        for member, score in dead.items():
+            m.queue(member, score)
+            del m.dead_attempts[member]
 
-    @rule()
-    def redrive_all(self) -> None:
+    @rule(data=st.data(), one=st.booleans())
+    def purge(self, data: Any, one: bool) -> None:
+        """``dead purge NAME MEMBER`` (a dead letter), ``dead purge NAME --yes`` (all)."""
         m = self.model
         dead = m.part("dead")
-        out = self.cli_ok("dead", "redrive", self.name)
-        if m.exists:
-            assert f"{len(dead)} dead letters re-driven" in out, out
-            for member, score in dead.items():
-                m.queue(member, score)
-                del m.dead_attempts[member]
-
-    @precondition(lambda self: bool(self.model.part("dead")))
-    @rule(data=st.data())
-    def purge_one(self, data: Any) -> None:
-        m = self.model
-        member = data.draw(st.sampled_from(sorted(m.part("dead"))))
-        out = self.cli_ok("dead", "purge", self.name, member)
-        if m.exists:
-            assert "1 dead letters purged" in out, out
-            del m.where[member], m.dead_attempts[member]
-
-    @rule()
-    def purge_all(self) -> None:
-        m = self.model
-        dead = m.part("dead")
-        out = self.cli_ok("dead", "purge", self.name, "--yes")
+        if one and dead:
+            member = data.draw(st.sampled_from(sorted(dead)))
+            dead = {member: dead[member]}
+        out = self.cli_ok("dead", "purge", self.name, *([*dead] if one and dead else ["--yes"]))
         if m.exists:
             assert f"{len(dead)} dead letters purged" in out, out
-            for member in dead:
-                del m.where[member], m.dead_attempts[member]
+        for member in dead:
+            del m.where[member], m.dead_attempts[member]
 
     @precondition(lambda self: self.model.exists)
-    @rule(to=COUNTS)
-    def reshard(self, to: int) -> None:
-        self.cli_ok("reshard", self.name, "--to", str(to), "--yes")
-        self.resharded(to)
-
-    @precondition(lambda self: self.model.exists)
-    @rule(to=COUNTS, after=st.integers(1, 12))
-    def reshard_killed_and_run_again(self, to: int, after: int) -> None:
-        """A reshard killed after its ``after``-th bounded call, then the same command."""
+    @rule(to=COUNTS, killed=st.booleans(), after=st.integers(1, 12))
+    def reshard(self, to: int, killed: bool, after: int) -> None:
+        """``reshard NAME --to N --yes``; or a reshard killed after its ``after``-th
+        bounded call, then that command to finish it."""
         calls = numbers(1)
 
         def progress(what: str, items: int) -> None:
             if next(calls) == after:
                 raise Killed(what)
 
-        try:
-            reshard(self.client, self.name, to, progress=progress)
-        except Killed:
-            pass
+        if killed:
+            try:
+                reshard_to(self.client, self.name, to, progress=progress)
+            except Killed:
+                pass
         self.cli_ok("reshard", self.name, "--to", str(to), "--yes")
         self.resharded(to)
 
@@ -364,8 +346,11 @@ class SurfaceMachine(RuleBasedStateMachine):
         )
         assert blocked == expected, report
 
-    @rule()
-    def delete(self) -> None:
+    @rule(really=st.integers(0, 3))
+    def delete(self, really: int) -> None:
+        """``del NAME --yes`` (one time in four: it ends what the others built)."""
+        if really:
+            return
         self.cli_ok("del", self.name, "--yes")
         if self.model.exists:
             self.model = Model()
