@@ -23,6 +23,12 @@ ACL_PASSWORD = "s3cret-Pa55"  # the restricted user ``ick`` of docs/security.md 
 ACL_NAMES = ("dirty_docs", "parked")  # the only Icks and dehydrators it may touch
 
 
+def script_calls(client: Any) -> int:
+    """Scripts Redis has run so far (EVAL, EVALSHA, FCALL: INFO commandstats)."""
+    stats = client.info("commandstats")
+    return sum(stats.get(f"cmdstat_{c}", {}).get("calls", 0) for c in ("eval", "evalsha", "fcall"))
+
+
 def redis_ms(client: Any) -> int:
     """Redis's clock (TIME), in milliseconds."""
     seconds, micros = client.time()

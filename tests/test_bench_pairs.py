@@ -1,12 +1,13 @@
 """The benchmark pair harness (bench/pairs.py) tells a change from noise: two identical
-sides give a median ratio whose spread holds 1.0, a side made 2x slower is told apart.
-Tiny rounds (a few ms of CPU each), so it runs in a second even on a busy machine."""
+sides give a median ratio whose spread holds 1.0, a side 2x slower is told apart. The
+sides return given timings, as a loaded machine gives them: each round slowed by its own
+load (both sides alike: they run back to back), each call by its own jitter. Real timing
+is bench/'s (a test that timed CPU loops failed on an idle 2-core machine)."""
 
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,42 +17,36 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from pairs import MIN_ROUNDS, Spread, run_rounds
 
 ROUNDS = 11  # two identical sides: every round on one side of 1.0 by chance is 2/2**11
+LOAD = [1.0, 1.8, 1.1, 2.5, 1.0, 1.3, 3.0, 1.0, 1.2, 1.6, 1.1]  # each round's slowdown
+JITTER_A = [1.04, 0.93, 1.12, 0.97, 1.01, 1.09, 0.95, 1.00, 1.15, 0.92, 1.03]
+JITTER_B = [0.98, 1.07, 0.94, 1.05, 1.10, 0.96, 1.02, 1.13, 0.99, 1.04, 0.91]
 
 
-def work(units: int) -> None:
-    """CPU work: ``units`` times the same loop."""
-    for _ in range(units):
-        sum(i * i for i in range(20_000))
-
-
-def side(units: int) -> Callable[[], float]:
-    """The best of 3 timed calls of ``work(units)``, as a microbenchmark's side is."""
-
-    def measure() -> float:
-        best = float("inf")
-        for _ in range(3):
-            start = time.perf_counter()
-            work(units)
-            best = min(best, time.perf_counter() - start)
-        return best
-
-    return measure
+def side(cost: float, jitter: list[float]) -> Callable[[], float]:
+    """A side whose call ``i`` takes ``cost`` seconds, slowed by round i's load and its
+    own jitter."""
+    timings: Iterator[float] = iter(
+        [cost * load * noise for load, noise in zip(LOAD, jitter, strict=True)]
+    )
+    return lambda: next(timings)
 
 
 def test_identical_sides_give_one_within_the_spread() -> None:
-    rounds = run_rounds("same", {"a": side(1), "b": side(1)}, ROUNDS, verbose=False)
-    ratio = rounds.ratio("a", "b")
+    sides = {"a": side(0.01, JITTER_A), "b": side(0.01, JITTER_B)}
+    ratio = run_rounds("same", sides, ROUNDS, verbose=False).ratio("a", "b")
     assert len(ratio.values) == ROUNDS
     assert not ratio.excludes(1.0), ratio.text()
     assert abs(ratio.median - 1.0) <= ratio.max - ratio.min, ratio.text()
-    assert 0.7 < ratio.median < 1.4, ratio.text()
+    assert 0.9 < ratio.median < 1.1, ratio.text()
 
 
 def test_a_side_twice_as_slow_is_told_apart() -> None:
-    rounds = run_rounds("slower", {"a": side(2), "b": side(1)}, ROUNDS, verbose=False)
-    ratio = rounds.ratio("a", "b")
+    """Though the loads swing 3x, more than the change: each round's ratio cancels them."""
+    sides = {"a": side(0.02, JITTER_A), "b": side(0.01, JITTER_B)}
+    ratio = run_rounds("slower", sides, ROUNDS, verbose=False).ratio("a", "b")
     assert ratio.excludes(1.0), ratio.text()
-    assert 1.5 < ratio.median < 3.0, ratio.text()
+    assert 1.8 < ratio.median < 2.2, ratio.text()
+    assert max(LOAD) / min(LOAD) > ratio.median  # unpaired timings would overlap
 
 
 def test_rounds_alternate_and_keep_the_load() -> None:

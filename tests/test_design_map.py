@@ -48,3 +48,15 @@ def test_the_check_sees_a_missing_line_and_a_line_too_many(tmp_path):
     )
     assert files(tmp_path) - mapped(text) == {"pyspark_ick/b.py"}
     assert mapped(text) - files(tmp_path) == {"pyspark_ick/c.py"}
+
+
+MAX_LINES = 400  # CONTRIBUTING.md: one job per module; past this, split it by idea
+
+
+def test_every_module_of_the_connector_is_under_400_lines():
+    long = {
+        name: lines
+        for name in files(CONNECTOR)
+        if (lines := len((CONNECTOR / name).read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"modules over {MAX_LINES} lines: split each by idea"

@@ -228,17 +228,8 @@ def test_every_cli_line_of_a_bash_block_parses() -> None:
 
 
 def anchors(page: Path) -> set[str]:
-    """The anchors of ``page`` as MkDocs makes them: its headings' slugs, the headings
-    the build hook generates included."""
-    text = page.read_text()
-    if page.is_relative_to(DOCS):
-        sys.path.insert(0, str(DOCS))
-        try:
-            hooks = importlib.import_module("hooks")
-        finally:
-            sys.path.remove(str(DOCS))
-        text = hooks.on_page_markdown(text, None, None, None)
-    text = FENCE.sub("", text)
+    """The anchors of ``page`` as MkDocs makes them: its headings' slugs."""
+    text = FENCE.sub("", page.read_text())
     found = set()
     for heading in HEADING.findall(text):
         plain = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
@@ -333,3 +324,61 @@ def test_the_extras_table_lists_every_extra_with_its_pyspark() -> None:
             found = re.match(r"pyspark(?:\[\w+\])?>=([\d.]+)", spec)
             if found and name != "dev":
                 assert f"pyspark {found[1]}+" in table[name], (name, table[name])
+
+
+NEWCOMERS_COPY = [
+    ROOT / "README.md",
+    *(p for p in sorted(DOCS.rglob("*.md")) if not p.is_relative_to(DOCS / "records")),
+    *(p for p in sorted((ROOT / "examples").rglob("*")) if p.suffix in (".py", ".sh", ".yml")),
+    *sorted((ROOT / "connector").rglob("*.py")),
+]
+EPOCH = re.compile(r"(?<![\w.,])(\d{10}(?:\.\d+)?)(?![\w,])")
+
+
+def fixed_epochs(paths: list[Path]) -> list[str]:
+    """Every number in ``paths`` that reads as a Unix time in seconds (lanes.is_time)."""
+    from pyspark_ick.lanes import TIME_MAX, TIME_MIN
+
+    found = []
+    for path in paths:
+        for n, text in enumerate(path.read_text().splitlines(), 1):
+            for number in EPOCH.findall(text):
+                if TIME_MIN <= float(number) < TIME_MAX:
+                    found.append(f"{rel(path)}:{n}: {number}")
+    return found
+
+
+def test_no_page_or_example_scores_with_a_fixed_old_time(tmp_path: Path) -> None:
+    """A fixed epoch score (1700000000) makes every age in the console, stats and the
+    exporter read as years, and fires the backlog-age alert at once: what a newcomer
+    copies scores with now-ish times (time.time(), as the writer's default does)."""
+    assert fixed_epochs(NEWCOMERS_COPY) == []
+    page = tmp_path / "page.md"
+    page.write_text('[("doc:1", 1700000000.0)] at_ms 1795747903848, 1,700,000,000 members\n')
+    assert fixed_epochs([page]) == ["page.md:1: 1700000000.0"]
+
+
+USER_PAGES = [
+    ROOT / "README.md",
+    *(p for p in sorted(DOCS.rglob("*.md")) if not p.is_relative_to(DOCS / "records")),
+]
+ISSUE = re.compile(r"(?i)\bissues? #?\d+|(?<![\w/.-])#\d+(?![\w-])")
+
+
+def issue_numbers(pages: list[Path]) -> list[str]:
+    """Every mention of an issue number in ``pages``."""
+    return [
+        f"{rel(page)}:{n}: {found}"
+        for page in pages
+        for n, text in enumerate(page.read_text().splitlines(), 1)
+        for found in ISSUE.findall(text)
+    ]
+
+
+def test_no_guide_reference_or_explanation_names_an_issue(tmp_path: Path) -> None:
+    """A user's page states what holds and how to reproduce it; how it was found (which
+    issue, which session) belongs in docs/records/ and the CHANGELOG."""
+    assert issue_numbers(USER_PAGES) == []
+    page = tmp_path / "page.md"
+    page.write_text("Issue 34's ideas; fixed in #12. See [x](design.md#45-trigger) (#7-x)\n")
+    assert issue_numbers([page]) == ["page.md:1: Issue 34", "page.md:1: #12"]

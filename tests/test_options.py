@@ -1,5 +1,5 @@
 """The options table: a misspelled or misplaced option is an error naming the right one, and
-the options reference shows a table for each use of it (docs/hooks.py generates them)."""
+the options reference shows a table for each use of it (docs/generate.py writes them)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_a_read_fails_at_load_not_after_start(spark, redis_url, fmt, option, val
 def test_the_options_reference_shows_every_use_and_every_option_says_what_it_does():
     """Each use has its generated table in docs/reference/options.md; an option without
     a meaning would show an empty cell."""
-    markers = re.findall(r"^<!-- options: (.+?) -->$", REFERENCE.read_text(), re.M)
+    markers = re.findall(r"^<!-- generated: options: (.+?) -->$", REFERENCE.read_text(), re.M)
     assert sorted(markers) == sorted(["connection", *USES])
     for option in OPTIONS:
         assert option.meaning[:1].isupper() or option.meaning[:1] == "`", option.name

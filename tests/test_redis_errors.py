@@ -1,8 +1,9 @@
-"""The retry rule and the error translation (redis_errors.py), table-driven: which errors a
-retry may cure (transient), which prove the command never ran (not_run), and so which
-calls retry.call repeats, replay-safe or not. The errors that only a real connection gives
-(their redis-py frames tell a reset while connecting from one mid-call) come from real
-sockets: a closed port, a proxy that resets, a proxy that swallows the reply."""
+"""The retry rule (error_kinds.py) and the error translation (redis_errors.py),
+table-driven: which errors a retry may cure (transient), which prove the command never ran
+(not_run), and so which calls retry.call repeats, replay-safe or not. The errors that only
+a real connection gives (their redis-py frames tell a reset while connecting from one
+mid-call) come from real sockets: a closed port, a proxy that resets, a proxy that
+swallows the reply."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from pyspark_ick import (
     RedisFullError,
     retry,
 )
+from pyspark_ick import error_kinds as kinds
 from pyspark_ick import redis_errors as rules
 from pyspark_ick.testing import free_port
 
@@ -191,19 +193,19 @@ RULES: list[tuple[str, Callable[[Any], BaseException], bool, bool]] = [
 )
 def test_a_refusal_as_a_replica_is_a_failover(error, failed_over):
     """What replication.write treats as a failover (the write goes to the new primary)."""
-    assert rules.failed_over(error) is failed_over
+    assert kinds.failed_over(error) is failed_over
     wrapped = IckConnectionError("Ick 'q': Redis did not answer")
     wrapped.__cause__ = error
-    assert rules.failed_over(wrapped) is failed_over  # as scripts.run raises it
+    assert kinds.failed_over(wrapped) is failed_over  # as scripts.run raises it
 
 
 @pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES, ids=[r[0] for r in RULES])
 def test_retry_rule(proxy, name, make, transient, not_run):
     error = make(proxy)
-    assert rules.transient(error) is transient, name
-    assert rules.not_run(error) is not_run, name
-    assert rules.retryable(error, replay_safe=True) is transient
-    assert rules.retryable(error, replay_safe=False) is not_run
+    assert kinds.transient(error) is transient, name
+    assert kinds.not_run(error) is not_run, name
+    assert kinds.retryable(error, replay_safe=True) is transient
+    assert kinds.retryable(error, replay_safe=False) is not_run
 
 
 @pytest.mark.parametrize(("name", "make", "transient", "not_run"), RULES, ids=[r[0] for r in RULES])

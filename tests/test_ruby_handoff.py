@@ -76,6 +76,24 @@ def test_a_retry_of_a_member_the_gem_delivers_meanwhile_is_dropped(client):
     assert client.hlen(IckKeys("h").attempts) == 2
 
 
+def test_one_run_of_retry_due_drops_every_retry_of_a_member_queued_or_reserved(client):
+    """One rule, due or not: a member queued or reserved (re-added by a gem producer) loses
+    its retry on the first run; a due retry of a member that is neither moves into the
+    queue; a pending one of such a member waits."""
+    failed_once(client, "h", {"p": 1.0, "w": 2.0}, LATER)  # pending retries
+    ick = failed_once(client, "h", {"d": 3.0, "r": 4.0, "s": 5.0}, SOON)  # due soon
+    ick.add({"r": 10.0, "p": 11.0, "d": 12.0})  # a gem producer re-adds p, d and r
+    assert gem_reserve(client, "h", 1) == ["r"]  # and the gem reserves r
+    now_ms = lambda: int(client.time()[0]) * 1000  # noqa: E731
+    wait_until(lambda: client.zcount(IckKeys("h").retry, 0, now_ms() - 5) == 3, what="due")
+    done = release_due(client, [IckKeys("h")], "Ick 'h'")
+    assert client.zrange(IckKeys("h").retry, 0, -1) == [b"w"]  # p's went too, not due
+    assert (done.released, done.dropped) == (3, 1)  # due: d, r, s; pending dropped: p
+    queued = dict(client.zrange(IckKeys("h").pset, 0, -1, withscores=True))
+    assert queued == {b"p": 11.0, b"d": 3.0, b"s": 5.0}  # d folded to its failed score
+    assert client.zrange(IckKeys("h").cset, 0, -1) == [b"r"]  # r's retry dropped, r held
+
+
 def test_python_reserve_drops_a_due_retry_of_a_member_the_gem_holds(client):
     failed_once(client, "h", {"m": 1.0}, SOON)
     Ick(client, "h").add({"m": 4.0})

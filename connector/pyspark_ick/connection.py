@@ -21,16 +21,9 @@ from redis.sentinel import MasterNotFoundError, Sentinel
 from . import replication, retry
 from .bounded import HandshakeSSLConnection, bounded
 from .clients import DEFAULT_RETRY_TIMEOUT, DEFAULT_WAIT_TIMEOUT, settings
+from .error_kinds import cluster_disabled, permanent, transient
 from .errors import IckConfigError
-from .redis_errors import (
-    cluster_disabled,
-    cluster_mismatch,
-    connection_error,
-    permanent,
-    tls_hint,
-    transient,
-    unknown_service,
-)
+from .redis_errors import cluster_mismatch, connection_error, tls_hint, unknown_service
 from .urls import (
     DEFAULT_URL,
     check_url,

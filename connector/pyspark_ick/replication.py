@@ -37,9 +37,10 @@ import redis
 
 from . import retry
 from .clients import DEFAULT_WAIT_TIMEOUT, settings
+from .error_kinds import failed_over, retryable
 from .errors import IckConfigError, IckConnectionError, ReplicationError
 from .pinned import Pinned, PinnedCluster, pin
-from .redis_errors import brief, failed_over, retryable, translate
+from .redis_errors import brief, translate
 
 logger = logging.getLogger("pyspark_ick.replication")
 

@@ -4,7 +4,7 @@ Redis restarts, fails over, migrates slots and loads its data set: for a while i
 or resets connections or answers LOADING, BUSY, TRYAGAIN, CLUSTERDOWN, MASTERDOWN,
 READONLY, MOVED or ASK. ``call`` rides such an outage out for ``redis.retryTimeout``
 seconds (per client: ``clients.settings(client).retry_timeout``), then raises the last
-error. Which errors are retried is redis_errors.retryable.
+error. Which errors are retried is error_kinds.retryable.
 
 A retried call may already have run on the server when its reply was lost (a timeout, a
 connection reset). Every script of the connector tolerates that (ickadd keeps the lower
@@ -24,7 +24,8 @@ from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import TypeVar
 
-from .redis_errors import brief, retryable
+from .error_kinds import retryable
+from .redis_errors import brief
 
 logger = logging.getLogger("pyspark_ick.retry")
 
