@@ -190,10 +190,12 @@ class SurfaceMachine(RuleBasedStateMachine):
         m.exists = True
 
     @rule(data=st.data(), n=st.integers(0, 4))
-    def reserve(self, data: Any, n: int) -> None:
-        """Each shard's Ick.reserve: due retries back into the queue (at most n, in the
-        order of the retry zset: all due at 0, so by member), then the lowest queued. Most
-        often of a shard that has some (else one of all)."""
+    def consume(self, data: Any, n: int) -> None:
+        """A plain consumer of one shard (most often one holding members): Ick.reserve(n)
+        (due retries back into the queue first, at most n, in the retry zset's order: all
+        due at 0, so by member; then the lowest queued), then each member of the batch is
+        kept reserved, committed (Ick.commit), or failed (ShardedIck.fail): a retry, or on
+        its last attempt a dead letter."""
         m = self.model
         busy = sorted({m.shard(x) for x in [*m.part("queued"), *m.due]})
         i = data.draw(st.sampled_from(busy) if busy else st.integers(0, m.count - 1))
@@ -205,36 +207,24 @@ class SurfaceMachine(RuleBasedStateMachine):
                 member, score = min(m.part("queued", i).items(), key=order)
                 m.where[member] = ("reserved", score)
         assert got == sorted(m.part("reserved", i).items(), key=order)[:n]
-
-    @precondition(lambda self: bool(self.model.part("reserved")))
-    @rule(data=st.data())
-    def commit(self, data: Any) -> None:
-        m = self.model
-        members = data.draw(st.sets(st.sampled_from(sorted(m.part("reserved"))), min_size=1))
-        done = sum(
-            self.ick(i).commit(*[x for x in members if m.shard(x) == i]) for i in range(m.count)
-        )
-        assert done == len(members)
-        for member in members:
+        fates = {x: data.draw(st.sampled_from(["kept", "done", "retry", "dead"])) for x, _ in got}
+        done = [x for x, fate in fates.items() if fate == "done"]
+        assert self.ick(i).commit(*done) == len(done)
+        for member in done:
             del m.where[member]
             m.attempts.pop(member, None)
-
-    @precondition(lambda self: bool(self.model.part("reserved")))
-    @rule(data=st.data(), dead=st.booleans())
-    def fail(self, data: Any, dead: bool) -> None:
-        """The consumer fails on reserved members: a retry, or (its last attempt) a dead
-        letter."""
-        m = self.model
-        members = data.draw(st.sets(st.sampled_from(sorted(m.part("reserved"))), min_size=1))
-        got = self.sharded().fail({x: f"no {x}" for x in members}, DEAD if dead else RETRY)
-        assert got == ((0, len(members)) if dead else (len(members), 0))
-        for member in members:
-            n, score = m.attempts.pop(member, 0) + 1, m.where[member][1]
-            m.where[member] = ("dead" if dead else "retrying", score)
-            if dead:
-                m.dead_attempts[member] = n
-            else:
-                m.attempts[member] = n
+        for fate, policy in (("retry", RETRY), ("dead", DEAD)):
+            failed = [x for x, f in fates.items() if f == fate]
+            if failed:
+                counted = self.sharded().fail({x: f"no {x}" for x in failed}, policy)
+                assert counted == ((len(failed), 0) if fate == "retry" else (0, len(failed)))
+            for member in failed:
+                n, score = m.attempts.pop(member, 0) + 1, m.where[member][1]
+                m.where[member] = ("retrying" if fate == "retry" else "dead", score)
+                if fate == "dead":
+                    m.dead_attempts[member] = n
+                else:
+                    m.attempts[member] = n
 
     @precondition(lambda self: bool(self.model.part("retrying")))
     @rule()
