@@ -19,6 +19,7 @@ from pyspark_ick import Dehydrator, Ick, ShardedIck
 from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.retries import RetryPolicy
+from pyspark_ick.urls import where
 
 
 def snapshot(client: Any) -> dict[bytes, bytes | None]:
@@ -91,7 +92,9 @@ def test_redrive_does_the_dead_letters_named_and_names_the_others(redis_url, cli
     assert DeadLetters(ShardedIck(client, "failing", 1)).count() == [0]
     assert client.zscore(Ick(client, "failing").keys.pset, "m1") == 1.0
     done = cli("dead", "purge", "failing", "m1", url=redis_url)
-    assert failed(done, 3) == "pyspark-ick: Ick 'failing' has no dead letter 'm1'"
+    assert failed(done, 3) == (
+        f"pyspark-ick: Ick 'failing' has no dead letter 'm1' (Redis at {where(redis_url)})"
+    )
 
 
 def test_version_prints_the_package_version(redis_url):

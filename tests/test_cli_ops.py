@@ -89,7 +89,7 @@ def test_dehydrator_stats_peek_and_release(redis_url, client):
     assert d.ttn() == 0 and d.look("due") == "now"  # peek changed nothing
 
     assert "'parked' is a dehydrator" in failed(cli("stats", "parked", url=redis_url), 3)
-    assert "holds nothing" in failed(cli("dehydrator", "stats", "empty", url=redis_url), 3)
+    assert "does not exist" in failed(cli("dehydrator", "stats", "empty", url=redis_url), 3)
     done = cli("dehydrator", "release", "parked", url=redis_url)
     assert done.returncode == 0 and "starts at once" in done.stdout, done.stderr
 

@@ -41,8 +41,10 @@ def test_a_call_to_a_cluster_that_does_not_answer_fails_at_its_deadline():
             for pid in pids:
                 os.kill(pid, signal.SIGCONT)
         # the first attempt (redis.timeout), then retries until the deadline; uncapped, the
-        # refresh alone waits for each of the 6 nodes in turn: 2 + 6 x 2 s and more
-        assert took < RETRY_TIMEOUT + TIMEOUT, took
+        # refresh alone waits for each of the 6 nodes in turn: 2 + 6 x 2 s and more. The
+        # bound lies halfway, not at the capped time, which a loaded machine passes
+        uncapped = TIMEOUT + 6 * TIMEOUT
+        assert took < (RETRY_TIMEOUT + TIMEOUT + uncapped) / 2, took
         wait_healthy(cluster)
         # the same client, once the cluster is back (b may be in: its call may have run)
         assert queue.add({"c": 3.0}) == (1, 0)

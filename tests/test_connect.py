@@ -79,4 +79,3 @@ def test_connect_client_writes_streams_and_drains(redis_url: str, tmp_path: Path
     assert members(client, "c_back", 2) == {f"p:{i}" for i in range(PARKED)}
     assert Dehydrator(client, "c_parked", 2).size() == 0
     print(f"Spark Connect: {len(batches)} foreachBatch batches, took {took:.0f} s")
-    assert took < 170, f"took {took:.0f} s"

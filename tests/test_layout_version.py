@@ -188,7 +188,9 @@ def test_the_cli_checks_the_rollback_condition_and_rolls_back(client, redis_url)
     assert f"layout version {NEWER}" in refused_line and "--rollback-to 2" in refused_line
     said = failed(cli("layout", "docs", "--rollback-to", "1", url=redis_url), 1)
     assert f"layout version {NEWER}" in said
-    assert "no shard count" in failed(cli("layout", "nothing", url=redis_url), 3)
+    assert "'nothing' does not exist" in failed(cli("layout", "nothing", url=redis_url), 3)
+    client.set("gemq", "ick.v1")  # the gem's Ick: it exists, and no release recorded it
+    assert "no shard count" in failed(cli("layout", "gemq", url=redis_url), 3)
 
 
 def test_a_rollback_is_refused_while_a_query_holds_the_lease(client, redis_url):

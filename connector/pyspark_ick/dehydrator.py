@@ -314,8 +314,9 @@ class Dehydrator(LogicalName):
         )
 
     def ttn(self) -> int:
-        """ms until the next element is due: 0 when one is due, -1 when empty."""
-        self.check_shards()
+        """ms until the next element is due: 0 when one is due, -1 when empty (a read:
+        the shard count is checked, not recorded)."""
+        self.check_shards(record=False)
         now = self._now()
         waits = [
             int(r)

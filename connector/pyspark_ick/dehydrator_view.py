@@ -71,11 +71,6 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
     }
 
 
-def exists(report: dict[str, Any]) -> bool:
-    """Whether a stats report shows anything parked, claimed or leased."""
-    return any(row["parked"] or row["open_claims"] or row["lease_owner"] for row in report["rows"])
-
-
 def peek(client: Client, name: str, shards: int, n: int) -> list[tuple[str, int, str, int]]:
     """The ``n`` elements due first over every shard: (id, due ms, element, shard),
     read in pages of at most ``bounds.ITEMS_PER_CALL``."""

@@ -1,6 +1,6 @@
 """Prometheus metrics of every Ick and dehydrator in a Redis (``pyspark-ick metrics``).
 
-Icks and dehydrators are found in the registry (observe.registered: the names whose shard
+Icks and dehydrators are found in the registry (existence.registered: the names whose shard
 count a Spark reader or writer, a ShardedIck or a Dehydrator recorded; an Ick that only gem
 producers wrote is not there until then), not by scanning the keyspace. Every scrape reads
 them again with bounded calls (one small script per shard). Needs the ``metrics`` extra
@@ -12,29 +12,50 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import redis
+
 from .clients import Client
 from .dead_letters import DeadLetters
 from .dehydrator_view import stats as dehydrator_stats
+from .errors import IckError
+from .existence import registered
 from .observe import stats
-from .registry import registered
+from .redis_errors import translate
 from .sharded import ShardedIck
 
 
-class Collector:
-    """A prometheus_client collector reading Redis at each scrape."""
+def gauge(name: str, doc: str, labels: list[str]) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
 
-    def __init__(self, client: Client) -> None:
+    return GaugeMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
+
+
+def counter(name: str, doc: str, labels: list[str]) -> Any:
+    from prometheus_client.core import CounterMetricFamily
+
+    return CounterMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
+
+
+class Collector:
+    """A prometheus_client collector reading Redis at each scrape; a scrape that fails
+    names the Redis asked (``where``, without credentials)."""
+
+    def __init__(self, client: Client, where: str = "") -> None:
         self.client = client
+        self.where = where
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+        """Every metric family, read afresh (IckError naming the Redis when it fails)."""
+        try:
+            families = list(self._icks()) + list(self._dehydrators())
+        except (IckError, redis.RedisError) as exc:
+            said = str(translate(exc) if isinstance(exc, redis.RedisError) else exc)
+            if self.where and self.where not in said:
+                said += f" (Redis at {self.where})"
+            raise IckError(f"metrics: a scrape failed: {said}") from None
+        yield from families
 
-        def gauge(name: str, doc: str, labels: list[str]) -> Any:
-            return GaugeMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
-
-        def counter(name: str, doc: str, labels: list[str]) -> Any:
-            return CounterMetricFamily(f"pyspark_ick_{name}", doc, labels=labels)
-
+    def _icks(self) -> Iterator[Any]:
         shard = ["ick", "shard"]
         queued = gauge("queued", "members waiting in the Ick shard (pset)", shard)
         reserved = gauge("reserved", "members reserved, not committed (cset)", shard)
@@ -70,9 +91,8 @@ class Collector:
                     beat.add_metric(labels, row["lease_idle_ms"] / 1000)
                 done.add_metric(labels, row["done"])
         yield from (queued, reserved, opened, age, lease, beat, done, waiting, dead)
-        yield from self._dehydrators(gauge, counter)
 
-    def _dehydrators(self, gauge: Any, counter: Any) -> Iterator[Any]:
+    def _dehydrators(self) -> Iterator[Any]:
         shard = ["dehydrator", "shard"]
         parked = gauge("dehydrator_parked", "elements parked (due or not)", shard)
         due = gauge("dehydrator_due", "elements due now, not claimed yet", shard)
@@ -111,12 +131,12 @@ class Collector:
         yield from (parked, due, overdue, claimed, lease, beat, done, following)
 
 
-def serve(client: Client, port: int, address: str = "127.0.0.1") -> Any:
+def serve(client: Client, port: int, address: str = "127.0.0.1", where: str = "") -> Any:
     """Serve ``/metrics`` on ``address:port`` from a background thread; returns the server
-    (``shutdown()`` stops it)."""
+    (``shutdown()`` stops it). ``where`` names the Redis in a failed scrape's error."""
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collector(client))  # type: ignore[arg-type]
+    registry.register(Collector(client, where))  # type: ignore[arg-type]
     server, _ = start_http_server(port, address, registry=registry)
     return server

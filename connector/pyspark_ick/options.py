@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .connection import ConnectionSpec
-from .errors import IckConfigError
+from .errors import IckConfigError, ShardCountError
 from .keys import check_name
 from .option_table import IGNORES, OPTIONS, SPARKS_OWN, Option, taken_by
 from .registry import resolve
-from .urls import check_url, is_sentinel, parse_cluster, redact
+from .urls import check_url, is_sentinel, parse_cluster, redact, where
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$", re.IGNORECASE)
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
@@ -201,8 +201,12 @@ class Options:
     def shards(self) -> int:
         """Option ``shards``, else the count recorded in Redis for this format's Ick or
         dehydrator, else 1 (registry.resolve: one GET, on the driver; ShardCountError
-        when a given count is not the recorded one)."""
-        return resolve(self.connection().client(), self.get(self.fmt), self.fmt, self.get("shards"))
+        naming the Redis when a given count is not the recorded one)."""
+        connection = self.connection()
+        try:
+            return resolve(connection.client(), self.get(self.fmt), self.fmt, self.get("shards"))
+        except ShardCountError as exc:  # the count recorded in that Redis: name it
+            raise ShardCountError(f"{exc} (Redis at {where(connection.url)})") from None
 
     def takes(self, name: str) -> bool:
         """Whether this use takes option ``name`` (every use, when none was given)."""

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import cached_property, partial
 from typing import Any, ClassVar
 
-from . import bounds, layout, scripts
+from . import layout, scripts
 from .clients import Client, check_client
 from .errors import IckScriptError, ShardCountError
 from .keys import (
@@ -22,7 +22,7 @@ from .keys import (
     shard_count_key,
     shard_of,
 )
-from .values import as_bytes, text
+from .values import as_bytes
 
 logger = logging.getLogger("pyspark_ick.registry")
 
@@ -157,19 +157,6 @@ def forget(client: Client, name: str, kind: str, label: str) -> int:
         logger.warning("%s: not removed from %s: %s", label, registry_key(kind), exc)
     scripts.run(client, "delete_keys", [layout_key(name, kind)], what=label)
     return int(scripts.run(client, "delete_keys", [shard_count_key(name, kind)], what=label))
-
-
-def registered(client: Client, kind: str = "ick") -> dict[str, int]:
-    """name -> recorded shard count of every logical Ick (``kind`` "ick") or dehydrator
-    ("dehydrator") in the registry, read in SSCAN pages; a name whose shard count is gone
-    (deleted) is left out."""
-    found: dict[str, int] = {}
-    for raw in client.sscan_iter(registry_key(kind), count=bounds.ITEMS_PER_CALL):
-        name = text(raw)
-        count = client.get(shard_count_key(name, kind))
-        if count is not None:
-            found[name] = int(count)
-    return dict(sorted(found.items()))
 
 
 class LogicalName:

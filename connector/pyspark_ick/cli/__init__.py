@@ -33,10 +33,11 @@ from collections.abc import Sequence
 import redis
 
 from ..connection import DEFAULT_URL, connect
-from ..errors import IckError
+from ..errors import IckConfigError, IckError
+from ..existence import Missing
 from ..redis_errors import translate
-from ..urls import scrub
-from .output import NotFound
+from ..urls import scrub, where
+from .output import Declined, NotFound
 from .parser import build_parser
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_PIPE = 1, 2, 3, 141
@@ -67,17 +68,30 @@ def run(argv: Sequence[str] | None) -> int:
             timeout=getattr(args, "timeout", 5.0),
             retry_timeout=2.0,
         )
+        args.where = where(url)
         try:
             return int(args.run(client, args))
         finally:
             client.close()
-    except NotFound as exc:
-        print(f"pyspark-ick: {scrub(str(exc), url)}", file=sys.stderr)
+    except Declined as exc:
+        print(f"pyspark-ick: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except (NotFound, Missing) as exc:
+        print(f"pyspark-ick: {naming(str(exc), url)}", file=sys.stderr)
         return EXIT_NOT_FOUND
     except (IckError, redis.RedisError) as exc:
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
-        print(f"pyspark-ick: error: {scrub(str(exc), url)}", file=sys.stderr)
+        text = str(exc) if isinstance(exc, IckConfigError) else naming(str(exc), url)
+        print(f"pyspark-ick: error: {scrub(text, url)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+
+
+def naming(message: str, url: str) -> str:
+    """``message`` (an answer of the server) naming the Redis asked, credentials masked
+    (urls.where), unless it does already."""
+    asked = where(url)
+    message = scrub(message, url)
+    return message if asked in message else f"{message} (Redis at {asked})"

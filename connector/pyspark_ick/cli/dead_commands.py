@@ -17,7 +17,7 @@ from .output import NotFound, ask, console, emit, fmt_age, table
 
 def letters(client: Client, args: argparse.Namespace) -> DeadLetters:
     """The dead letters of Ick ``args.name``; NotFound when the Ick does not exist."""
-    return DeadLetters(ShardedIck(client, args.name, existing(client, args.name, args.shards)))
+    return DeadLetters(ShardedIck(client, args.name, existing(client, args)))
 
 
 def named(found: DeadLetters, members: list[str]) -> tuple[list[str], list[str]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..clients import Client
 from ..dehydrator import Dehydrator
-from ..dehydrator_view import exists, peek, stats
+from ..dehydrator_view import peek, stats
 from ..registry import shards_to_use
 from ..release import release
 from ..values import text
@@ -21,7 +21,7 @@ def dehydrator(client: Client, args: argparse.Namespace, new: bool = False) -> A
     if new:
         shards = shards_to_use(client, args.name, args.shards, "dehydrator")
     else:
-        shards = existing(client, args.name, args.shards, "dehydrator")
+        shards = existing(client, args, "dehydrator")
     return Dehydrator(client, args.name, shards=shards)
 
 
@@ -53,7 +53,7 @@ def cmd_pull(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_dh_stats(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards, "dehydrator")
+    shards = existing(client, args, "dehydrator")
 
     def show() -> Any:
         report = stats(client, args.name, shards)
@@ -61,9 +61,7 @@ def cmd_dh_stats(client: Client, args: argparse.Namespace) -> int:
 
     if args.watch is not None:
         return watch(show, args.watch, args.json)
-    report = stats(client, args.name, shards)
-    if not exists(report):
-        raise NotFound(f"dehydrator {args.name!r} holds nothing")
+    report = stats(client, args.name, shards)  # empty is a state: its zeros are shown
     emit(
         report if args.json else dehydrator_table(report),
         args.json,
@@ -73,7 +71,7 @@ def cmd_dh_stats(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards, "dehydrator")
+    shards = existing(client, args, "dehydrator")
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit([list(row) for row in found], True, None)
@@ -83,7 +81,7 @@ def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_dh_release(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards, "dehydrator")
+    shards = existing(client, args, "dehydrator")
     done = release(client, args.name, shards, kind="dehydrator")
     for i, owner in enumerate(done.owners):
         print(

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..clients import Client
 from ..errors import IckError
+from ..existence import shards_of
 from ..holds import holders, in_use
 from ..keys import IckKeys, shard_names
 from ..observe import peek, server_time, stats, summary
@@ -19,12 +20,12 @@ from ..release import release
 from ..reshard import reshard
 from ..retries import release_due
 from ..sharded import ShardedIck
-from .found import existing, exists, not_found
+from .found import existing, not_found
 from .output import ask, console, emit, peek_tables, stats_table, watch
 
 
 def cmd_stats(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards)
+    shards = existing(client, args)
     target = resharding(client, args.name)
 
     def show() -> Any:
@@ -54,7 +55,7 @@ def cmd_add(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_peek(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards)
+    shards = existing(client, args)
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit({part: [list(row) for row in rows] for part, rows in found.items()}, True, None)
@@ -69,7 +70,7 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
     from ..metrics import serve
 
     try:
-        server = serve(client, args.port, args.bind)
+        server = serve(client, args.port, args.bind, args.where)
     except ModuleNotFoundError as exc:
         if exc.name != "prometheus_client":
             raise
@@ -86,7 +87,7 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_del(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards)
+    shards = existing(client, args)
     report = stats(client, args.name, shards)
     size = report["totals"]["queued"] + report["totals"]["reserved"]
     masters = shard_names(args.name, shards)
@@ -115,8 +116,9 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
     target = resharding(client, args.name)
-    if target is None and not any(exists(client, args.name, n) for n in {args.shards or 1, 2}):
-        raise not_found(client, args.name)  # NAME:0 and NAME:1: the shards of a gem's Ick
+    tried = [args.shards] if args.shards else [None, 2]  # NAME:0, NAME:1: a gem's Ick's shards
+    if target is None and all(shards_of(client, args.name, "ick", n) is None for n in tried):
+        raise not_found(client, args)
     if not args.yes:
         count = recorded(client, args.name, "ick", f"Ick {args.name!r}") or args.shards
         size = stats(client, args.name, count)["totals"] if count else None
@@ -152,7 +154,7 @@ def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_release(client: Client, args: argparse.Namespace) -> int:
-    done = release(client, args.name, existing(client, args.name, args.shards))
+    done = release(client, args.name, existing(client, args))
     for i, owner in enumerate(done.owners):
         print(
             f"shard {i}: "
@@ -169,7 +171,7 @@ def cmd_release(client: Client, args: argparse.Namespace) -> int:
 
 
 def cmd_retry_due(client: Client, args: argparse.Namespace) -> int:
-    shards = existing(client, args.name, args.shards)
+    shards = existing(client, args)
     keys = [IckKeys(master) for master in shard_names(args.name, shards)]
     label = f"Ick {args.name!r}"
     try:

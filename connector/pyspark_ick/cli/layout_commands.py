@@ -10,7 +10,9 @@ from typing import Any
 
 from .. import layout
 from ..clients import Client
+from ..existence import shards_of
 from ..registry import KINDS, mismatch, recorded
+from .found import not_found
 from .output import NotFound
 
 
@@ -19,6 +21,8 @@ def cmd_layout(client: Client, args: argparse.Namespace) -> int:
     label = f"{KINDS[kind]} {args.name!r}"
     count = recorded(client, args.name, kind, label)
     if count is None:
+        if shards_of(client, args.name, kind, args.shards) is None:
+            raise not_found(client, args, kind)
         raise NotFound(f"{label} has no shard count recorded: no release wrote it")
     if args.shards is not None and args.shards != count:
         raise mismatch(kind, args.name, count, f"--shards {args.shards}")

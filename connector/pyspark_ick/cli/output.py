@@ -16,12 +16,16 @@ class NotFound(Exception):
     """Nothing to show or do (or the operator declined): printed on stderr, exit code 3."""
 
 
+class Declined(NotFound):
+    """The operator answered no: nothing was done (exit code 3)."""
+
+
 def ask(question: str, declined: str) -> None:
     """Ask ``question`` on stderr; NotFound(``declined``) unless the answer is yes."""
     sys.stderr.write(f"{question} [y/N] ")
     sys.stderr.flush()
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-        raise NotFound(declined)
+        raise Declined(declined)
 
 
 def _rich() -> Any:

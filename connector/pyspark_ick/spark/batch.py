@@ -1,5 +1,6 @@
 """What every batch read of the connector has: a partition per shard (or the members of
-one to look up), and the check of the columns its schema asks for."""
+one to look up), the check of the columns its schema asks for, and of the name it reads
+(a batch read writes nothing: a name that does not exist fails on the driver)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.types import DataType, StructType
 
+from ..connection import ConnectionSpec
 from ..errors import IckConfigError
+from ..existence import require
+from ..urls import where
 
 
 @dataclass(frozen=True)
@@ -37,3 +41,10 @@ def check_columns(
                 f"format({fmt!r}) read: column {f.name!r} must be {expected.simpleString()}"
                 f"{hint}, got {f.dataType.simpleString()}"
             )
+
+
+def check_exists(connection: ConnectionSpec, name: str, kind: str, shards: int) -> None:
+    """existence.Missing, naming the Redis asked and a registered name close to ``name``,
+    unless Ick (``kind`` "ick") or dehydrator ``name`` of ``shards`` shards exists. Reads
+    only: a batch read records nothing."""
+    require(connection.client(), name, kind, shards, where(connection.url))

@@ -27,7 +27,7 @@ from ..errors import IckConfigError
 from ..option_table import ICK_READ
 from ..options import Options
 from ..values import as_bytes
-from .batch import ShardPartition
+from .batch import ShardPartition, check_exists
 from .ick_reader import ReaderOptions, member_type
 from .task import start_task
 
@@ -122,5 +122,6 @@ def dead_letter_reader(options: Any, schema: StructType) -> DeadLetterReader:
             "format('ick') with deadLetters=true has the fixed schema "
             f"{expected.simpleString()} (option memberType), got {schema.simpleString()}"
         )
+    check_exists(opts.connection, opts.ick, "ick", opts.shards)
     opts.sharded().check_shards(record=False)
     return DeadLetterReader(opts)

@@ -38,7 +38,7 @@ from ..keys import DehydratorKeys, shard_names
 from ..option_table import DH_READ
 from ..options import Options
 from ..values import text
-from .batch import ShardPartition, check_columns
+from .batch import ShardPartition, check_columns, check_exists
 from .dehydrator_reader import FORMAT, ROWS_PER_BATCH, DehydratorRead, id_array
 from .task import start_task
 
@@ -141,10 +141,11 @@ def element_text(raw: pa.Array, ids: Sequence[str], label: str) -> pa.Array:
 
 
 def batch_reader(options: Mapping[str, Any], schema: StructType) -> DehydratorSnapshotReader:
-    """The snapshot reader: options and schema checked, the shard count too (recording
-    nothing: a read does not write)."""
+    """The snapshot reader: options and schema checked, the dehydrator's existence and
+    shard count too (recording nothing: a read does not write)."""
     opts = SnapshotOptions.parse(options)
     hints = {"id": "idType", "element": "elementType"}
     check_columns("dehydrator", schema, columns(opts.binary, opts.binary_id), hints)
+    check_exists(opts.connection, opts.dehydrator, "dehydrator", opts.shards)
     Dehydrator(opts.connection.client(), opts.dehydrator, opts.shards).check_shards(record=False)
     return DehydratorSnapshotReader(opts, schema)

@@ -28,7 +28,7 @@ from ..numbered_log import deliveries
 from ..option_table import ICK_READ
 from ..snapshots import snapshot
 from ..values import text
-from .batch import ShardPartition, check_columns
+from .batch import ShardPartition, check_columns, check_exists
 from .compat import QuietPushdown
 from .ick_filters import Selection, push
 from .ick_reader import ARROW_TYPES, ROWS_PER_BATCH, ReaderOptions, arrow_schema, snapshot_columns
@@ -103,6 +103,6 @@ def batch_reader(options: Any, schema: StructType) -> IckSnapshotReader:
     opts = ReaderOptions.parse(options, ICK_READ)
     member_type = f"memberType={'binary' if opts.binary else 'string'}"
     check_columns("ick", schema, snapshot_columns(opts.binary), {"member": member_type})
-    reader = IckSnapshotReader(opts, schema)
-    opts.sharded().check_shards()
-    return reader
+    check_exists(opts.connection, opts.ick, "ick", opts.shards)
+    opts.sharded().check_shards(record=False)  # a read writes nothing
+    return IckSnapshotReader(opts, schema)

@@ -27,6 +27,7 @@ from werkzeug.exceptions import HTTPException
 
 from ..dead_letters import Cursor, DeadLetters
 from ..errors import IckConfigError, IckError
+from ..existence import Missing
 from ..redis_errors import translate
 from ..sharded import ShardedIck
 from ..values import as_bytes
@@ -127,8 +128,8 @@ def create_app(
             response.set_data(guard.without_secrets(response.get_data(as_text=True), passwords))
         return response
 
-    @app.errorhandler(pages.Missing)
-    def missing(exc: pages.Missing) -> Any:
+    @app.errorhandler(Missing)
+    def missing(exc: Missing) -> Any:
         return render_template("message.html", title="Not found", text=str(exc)), 404
 
     @app.errorhandler(IckConfigError)
@@ -141,6 +142,8 @@ def create_app(
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
         text = scrub(str(exc))
+        if where not in text:  # every error that depends on the server names it
+            text += f" (Redis at {where})"
         logger.warning("console: %s: %s", request.path, text)
         return render_template("message.html", title="Redis did not answer", text=text), 503
 
@@ -170,7 +173,7 @@ def create_app(
     @app.get("/ick")
     def ick() -> Any:
         name = request.args.get("name", "")
-        page = pages.ick_page(client, name)
+        page = pages.ick_page(client, name, where)
         page["plots"] = plots_of("ick", name, page["now"], wide=True)
         return render_template("ick.html", name=name, page=page)
 
@@ -180,7 +183,7 @@ def create_app(
         error = request.args.get("error", "")
         member = request.args.get("member", "")
         cursor = parse_cursor(request.args.get("at"))
-        page = pages.dead_page(client, name, error, member, cursor)
+        page = pages.dead_page(client, name, error, member, cursor, where)
         following = page["scan"].next
         further = None
         if following is not None:
@@ -208,7 +211,7 @@ def create_app(
         name, mode = form.get("ick", ""), form.get("action", "")
         if mode not in MODES:
             raise IckConfigError(f"action={mode!r}: expected redrive or purge")
-        shards = pages.ick_shards(client, name)  # Missing: a 404, nothing written
+        shards = pages.ick_shards(client, name, where)  # Missing: a 404, nothing written
         letters = DeadLetters(ShardedIck(client, name, shards))
         error, member = form.get("error", ""), form.get("member", "")
         if form.get("scope") == "matching":
@@ -241,7 +244,7 @@ def create_app(
     @app.get("/dehydrator")
     def dehydrator() -> Any:
         name = request.args.get("name", "")
-        page = pages.dehydrator_page(client, name)
+        page = pages.dehydrator_page(client, name, where)
         page["plots"] = plots_of("dehydrator", name, page["now"], wide=True)
         page["bars"] = plots.bars(page["histogram"]["counts"])
         return render_template("dehydrator.html", name=name, page=page)

@@ -1,6 +1,7 @@
 """What each console page reads from Redis, as plain data: bounded calls only, through the
 library's operations (observe, dead_letters, dehydrator_view, the numbered logs). A name
-that is neither recorded nor in Redis is Missing (a 404 page; nothing is written)."""
+that does not exist (existence.py) is Missing: a 404 page naming the Redis asked; nothing
+is written."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ from typing import Any
 from ..clients import Client
 from ..dead_letters import Cursor, DeadLetters
 from ..dehydrator import Dehydrator
-from ..dehydrator_view import due_histogram, exists, peek
+from ..dehydrator_view import due_histogram, peek
 from ..dehydrator_view import stats as dehydrator_stats
+from ..existence import registered, require
 from ..keys import check_name
 from ..observe import peek as ick_peek
-from ..observe import server_time, stats
+from ..observe import server_time
 from ..observe import summary as ick_summary
-from ..registry import recorded, registered, shards_to_use
 from ..reservations import ReservationLog
 from ..sharded import ShardedIck
 
@@ -24,10 +25,6 @@ HEAD = 20  # members of the queue's head, elements due first
 IN_FLIGHT = 10  # reservations or claims shown per shard
 LETTERS_PER_PAGE = 50  # dead letters shown per page
 LOOK_PER_PAGE = 2000  # dead letters a filtered page looks at, at most
-
-
-class Missing(Exception):
-    """No Ick or dehydrator of that name: the console shows a 404 page and writes nothing."""
 
 
 def overview(client: Client, first: str = "") -> dict[str, Any]:
@@ -41,23 +38,15 @@ def overview(client: Client, first: str = "") -> dict[str, Any]:
     return out
 
 
-def ick_shards(client: Client, name: str) -> int:
-    """The shard count of Ick ``name``; Missing when nothing of that name is recorded or
-    in Redis (pointing at the dehydrator of that name, if there is one)."""
-    name = check_name(name, "Ick name")
-    shards = shards_to_use(client, name, None)
-    if recorded(client, name, "ick", f"Ick {name!r}") is None and not any(
-        row["exists"] for row in stats(client, name, shards)["rows"]
-    ):
-        if recorded(client, name, "dehydrator", f"dehydrator {name!r}") is not None:
-            raise Missing(f"Ick {name!r} does not exist; {name!r} is a dehydrator")
-        raise Missing(f"Ick {name!r} does not exist")
-    return shards
+def ick_shards(client: Client, name: str, where: str = "") -> int:
+    """The shard count of Ick ``name``; Missing (existence.py) when it does not exist in
+    the Redis of ``where``."""
+    return require(client, check_name(name, "Ick name"), "ick", where=where)
 
 
-def ick_page(client: Client, name: str) -> dict[str, Any]:
+def ick_page(client: Client, name: str, where: str = "") -> dict[str, Any]:
     """An Ick's shards, the head of its queue, reservations in flight and leases."""
-    shards = ick_shards(client, name)
+    shards = ick_shards(client, name, where)
     report = ick_summary(client, name, shards)
     now = report["server_time"]
     flights = []
@@ -72,11 +61,13 @@ def ick_page(client: Client, name: str) -> dict[str, Any]:
     }
 
 
-def dead_page(client: Client, name: str, error: str, member: str, cursor: Cursor) -> dict[str, Any]:
+def dead_page(
+    client: Client, name: str, error: str, member: str, cursor: Cursor, where: str = ""
+) -> dict[str, Any]:
     """A page of the dead letters of Ick ``name`` whose error and member hold ``error``
     and ``member``, from ``cursor``: at most LETTERS_PER_PAGE, looking at no more than
     LOOK_PER_PAGE."""
-    shards = ick_shards(client, name)
+    shards = ick_shards(client, name, where)
     letters = DeadLetters(ShardedIck(client, name, shards))
     counts = letters.count()
     found = letters.scan(
@@ -95,24 +86,16 @@ def dead_page(client: Client, name: str, error: str, member: str, cursor: Cursor
     }
 
 
-def dehydrator_shards(client: Client, name: str) -> int:
-    """The shard count of dehydrator ``name``; Missing when it is not recorded and holds
-    nothing."""
-    name = check_name(name, "dehydrator name")
-    shards = shards_to_use(client, name, None, "dehydrator")
-    if recorded(client, name, "dehydrator", f"dehydrator {name!r}") is None and not exists(
-        dehydrator_stats(client, name, shards)
-    ):
-        if recorded(client, name, "ick", f"Ick {name!r}") is not None:
-            raise Missing(f"dehydrator {name!r} does not exist; {name!r} is an Ick")
-        raise Missing(f"dehydrator {name!r} does not exist")
-    return shards
+def dehydrator_shards(client: Client, name: str, where: str = "") -> int:
+    """The shard count of dehydrator ``name``; Missing when it does not exist in the Redis
+    of ``where``."""
+    return require(client, check_name(name, "dehydrator name"), "dehydrator", where=where)
 
 
-def dehydrator_page(client: Client, name: str) -> dict[str, Any]:
+def dehydrator_page(client: Client, name: str, where: str = "") -> dict[str, Any]:
     """A dehydrator's shards, the elements due first, a histogram of due times and the
     claims in flight."""
-    shards = dehydrator_shards(client, name)
+    shards = dehydrator_shards(client, name, where)
     dehydrator = Dehydrator(client, name, shards)
     flights = []
     for i in range(shards):
