@@ -3,10 +3,11 @@
 
 The machine drives, in random order on 1-8 shards, the public client (``ShardedIck.add``
 and ``fail``, each shard's ``Ick.reserve`` and ``commit``, as a plain consumer uses them)
-and the CLI in this process (``pyspark_ick.cli.main``): add, reserve, commit, fail to a
-retry, fail to a dead letter, make the retries due (the test's clock), retry-due, dead
-redrive (one member, all), dead purge (one, all), reshard (grow, shrink, and one killed
-between two bounded calls and run again), release, layout and del.
+and the CLI in this process (its parser and commands on the test's client): add, a
+consumer's batch (reserve, then commit, fail to a retry or fail to a dead letter), make
+the retries due (the test's clock), retry-due, dead redrive (one member, all), dead purge
+(one, all), reshard (grow, shrink, or killed between two bounded calls and run again),
+release, layout and del.
 
 The model: each member added and not committed, purged or deleted is in exactly one of
 queued, reserved, retrying and dead, with its score (of the add, or of the delivery that
@@ -470,8 +471,10 @@ def run(client: Any, examples: int, steps: int) -> None:
 
 @pytest.mark.parametrize("topology", ["client", "cluster_client"], ids=["standalone", "cluster"])
 def test_the_surface_matches_the_model(request: pytest.FixtureRequest, topology: str) -> None:
-    """The short profile (the fast tier): a few seconds per topology."""
-    run(request.getfixturevalue(topology), examples=6, steps=12)
+    """The short profile (the fast tier): it catches the three hand-made bugs of issue
+    50 (a reshard that leaves retries behind, a shrink that deletes them, a re-drive that
+    keeps the dead record)."""
+    run(request.getfixturevalue(topology), examples=10, steps=15)
 
 
 @pytest.mark.slow  # about a minute per topology
