@@ -58,6 +58,7 @@ from pyspark_ick.metrics import Collector
 from pyspark_ick.reshard import reshard as reshard_to
 from pyspark_ick.retries import AttemptRecord, RetryPolicy
 from pyspark_ick.values import text
+from pyspark_ick.words import plural
 
 MEMBERS = ["a", "b", "c", "d", "doc:1", "doc:32", "é", "z z"]
 SCORES = st.integers(-2, 3).map(float)
@@ -246,7 +247,7 @@ class SurfaceMachine(RuleBasedStateMachine):
         due = sorted(m.due)
         out = self.cli_ok("retry-due", self.name)
         if m.exists:
-            assert f"{len(due)} due retries queued" in out, out
+            assert f"{plural(len(due), 'due retry', 'due retries')} queued" in out, out
             for member in due:
                 m.queue(member, m.where[member][1])
 
@@ -262,7 +263,8 @@ class SurfaceMachine(RuleBasedStateMachine):
             dead = {member: dead[member]} if m.exists and member in dead else {}
         code, out, err = self.cli("dead", "redrive", self.name, *([member] if one else []))
         if m.exists and (dead or not one):
-            assert code == 0 and f"{len(dead)} dead letters re-driven" in out, (code, out, err)
+            done = f"{plural(len(dead), 'dead letter')} re-driven"
+            assert code == 0 and done in out, (code, out, err)
         else:
             assert code == EXIT_NOT_FOUND, (code, out, err)
         for member, score in dead.items():
@@ -279,7 +281,7 @@ class SurfaceMachine(RuleBasedStateMachine):
             dead = {member: dead[member]}
         out = self.cli_ok("dead", "purge", self.name, *([*dead] if one and dead else ["--yes"]))
         if m.exists:
-            assert f"{len(dead)} dead letters purged" in out, out
+            assert f"{plural(len(dead), 'dead letter')} purged" in out, out
         for member in dead:
             del m.where[member], m.dead_attempts[member]
 
