@@ -9,21 +9,23 @@ local flat = cmsgpack.unpack(ARGV[1])
 if type(flat) ~= 'table' or #flat % 5 ~= 0 then
   ick_fail('ick_carried of ' .. KEYS[1] .. ': ARGV[1] is not a msgpack array of fives')
 end
-local function same_score(key, member, score)
-  local now = redis.call('ZSCORE', key, member)
-  return score ~= '' and now and tonumber(now) == tonumber(score)
+if #flat == 0 then return 0 end
+local members = {}
+for i = 1, #flat, 5 do members[#members + 1] = flat[i] end
+local gone = {}
+for part = 1, 4 do  -- retry, attempts, dead, deadinfo: ARGV's values 2..5 of each five
+  local key, scored = KEYS[part], part % 2 == 1
+  local now = redis.call(scored and 'ZMSCORE' or 'HMGET', key, unpack(members))
+  local same = {}
+  for k, member in ipairs(members) do
+    local carried = flat[5 * k - 4 + part]
+    if carried ~= '' and now[k] and (scored and tonumber(now[k]) == tonumber(carried)
+                                     or now[k] == carried) then
+      same[#same + 1], gone[member] = member, true
+    end
+  end
+  if #same > 0 then redis.call(scored and 'ZREM' or 'HDEL', key, unpack(same)) end
 end
-local function same_field(key, member, value)
-  return value ~= '' and redis.call('HGET', key, member) == value
-end
-local gone = 0
-for i = 1, #flat, 5 do
-  local member, due, record, dead_at, letter = unpack(flat, i, i + 4)
-  local n = 0
-  if same_score(KEYS[1], member, due) then n = n + redis.call('ZREM', KEYS[1], member) end
-  if same_field(KEYS[2], member, record) then n = n + redis.call('HDEL', KEYS[2], member) end
-  if same_score(KEYS[3], member, dead_at) then n = n + redis.call('ZREM', KEYS[3], member) end
-  if same_field(KEYS[4], member, letter) then n = n + redis.call('HDEL', KEYS[4], member) end
-  if n > 0 then gone = gone + 1 end
-end
-return gone
+local n = 0
+for _ in pairs(gone) do n = n + 1 end
+return n

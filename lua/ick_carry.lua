@@ -17,22 +17,24 @@ if type(flat) ~= 'table' or #flat % 5 ~= 0 then
 end
 if #flat == 0 then return 0 end
 ick_open(KEYS[1], KEYS[2], KEYS[3], true)
-for i = 1, #flat, 5 do
-  local member, due, record, dead_at, letter = unpack(flat, i, i + 4)
-  if due ~= '' then redis.call('ZADD', retry, 'LT', due, member) end
-  if record ~= '' then
-    local mine = redis.call('HGET', attempts, member)
-    if not mine or attempts_of(record) > attempts_of(mine) then
-      redis.call('HSET', attempts, member, record)
-    end
+local members = {}
+for i = 1, #flat, 5 do members[#members + 1] = flat[i] end
+local mine = redis.call('HMGET', attempts, unpack(members))
+local buried = redis.call('ZMSCORE', dead, unpack(members))
+local due, records, letters, infos = {}, {}, {}, {}
+for k, member in ipairs(members) do
+  local at, record, dead_at, letter = unpack(flat, 5 * k - 3, 5 * k)
+  if at ~= '' then due[#due + 1], due[#due + 2] = at, member end
+  if record ~= '' and (not mine[k] or attempts_of(record) > attempts_of(mine[k])) then
+    records[#records + 1], records[#records + 2] = member, record
   end
-  if dead_at ~= '' then
-    if not redis.call('ZSCORE', dead, member) then
-      redis.call('ZADD', dead, dead_at, member)
-      if letter ~= '' then redis.call('HSET', deadinfo, member, letter) end
-    end
-  elseif letter ~= '' then
-    redis.call('HSETNX', deadinfo, member, letter)
+  if not buried[k] then
+    if dead_at ~= '' then letters[#letters + 1], letters[#letters + 2] = dead_at, member end
+    if letter ~= '' then infos[#infos + 1], infos[#infos + 2] = member, letter end
   end
 end
-return #flat / 5
+if #due > 0 then zadd_lt(retry, due, 1, #due) end
+if #records > 0 then redis.call('HSET', attempts, unpack(records)) end
+if #letters > 0 then redis.call('ZADD', dead, unpack(letters)) end
+if #infos > 0 then redis.call('HSET', deadinfo, unpack(infos)) end
+return #members

@@ -108,10 +108,71 @@ def check_layout(client: Any, name: str, shards: int, lowest: dict[str, float]) 
         assert info["open_reservations"] == 0 and info["lease_owner"] is None, (key, info)
 
 
+FATES = {"retry": "attempts", "dead": "deadinfo"}  # the sorted set -> its records' hash
+
+
+def seed_fates(client: Any, name: str, shards: int, n: int) -> dict[tuple[str, str], Any]:
+    """``n`` dead letters and ``n`` members waiting for a retry, each with its record, in
+    their shards (written as the commit's fail_member writes them); returns (part,
+    member) -> score or record."""
+    now = int(time.time() * 1000)
+    want: dict[tuple[str, str], Any] = {}
+    for k in range(n):
+        for part, attempts, at in (("dead", 25, now - k), ("retry", 3, now + 3_600_000 + k)):
+            member = f"{part}:{k}"
+            want[(part, member)] = float(at)
+            want[(FATES[part], member)] = f"{attempts} {now - k} {k} TimeoutError: sink {k}"
+    pipe = client.pipeline(transaction=False)  # the test's fixture, not the connector's
+    for (part, member), value in want.items():
+        keys = IckKeys(shard_names(name, shards)[shard_of(member, shards)])
+        if isinstance(value, float):
+            pipe.zadd(getattr(keys, part), {member: value})
+        else:
+            pipe.hset(getattr(keys, part), member, value)
+        if len(pipe) >= 1000:
+            pipe.execute()
+    pipe.execute()
+    return want
+
+
+def fated(client: Any, name: str) -> dict[tuple[str, str], list[tuple[str, Any]]]:
+    """(part, member) -> [(shard key, score or record)] of the retries, attempt records and
+    dead letters in every shard key of ``name`` of any layout (SCAN: a test's view)."""
+    found: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    pattern = re.compile(
+        rf"^({re.escape(name)}(?::\d+)?)/ick/\{{.*\}}/(retry|attempts|dead|deadinfo)$"
+    )
+    for raw in client.scan_iter(match=f"{name}*", count=1000):
+        match = pattern.match(text(raw))
+        if not match:
+            continue
+        if match[2] in FATES:
+            held: Any = client.zscan_iter(raw, count=1000)
+        else:
+            held = ((m, text(v)) for m, v in client.hscan_iter(raw, count=1000))
+        for member, value in held:
+            found.setdefault((match[2], text(member)), []).append((match[1], value))
+    return found
+
+
+def check_fates(client: Any, name: str, shards: int, want: dict[tuple[str, str], Any]) -> None:
+    """Every retry, attempt record and dead letter of ``want`` once, in its member's shard
+    under ``shards``, as it was."""
+    found, keys = fated(client, name), shard_names(name, shards)
+    assert set(found) == set(want)
+    wrong = {
+        k: places
+        for k, places in found.items()
+        if places != [(keys[shard_of(k[1], shards)], want[k])]
+    }
+    assert not wrong, list(wrong.items())[:5]
+
+
 @pytest.mark.slow
 def test_reshard_4_16_3_of_100000_members_killed_midway_and_run_again(client, redis_url):
     n = 100_000
     lowest = seed(client, "big", 4, n)
+    fates = seed_fates(client, "big", 4, n // 10)  # 10% dead letters, 10% retrying
     client.config_set("slowlog-log-slower-than", 0)
     client.config_set("slowlog-max-len", 100_000)
     try:
@@ -119,8 +180,8 @@ def test_reshard_4_16_3_of_100000_members_killed_midway_and_run_again(client, re
         # each reshard killed twice: between a copy and its removal (a member in two
         # shards), right after a removal, or while reservations go back; then run again
         steps = (
-            (4, 16, [killer(30, "ickadd"), killer(10, "ick_moved")]),
-            (16, 3, [killer(5, "ick_requeue"), killer(20, "ickadd")]),
+            (4, 16, [killer(30, "ickadd"), killer(10, "ick_moved"), killer(7, "ick_carry")]),
+            (16, 3, [killer(5, "ick_requeue"), killer(20, "ickadd"), killer(9, "ick_carried")]),
         )
         for before, after, kills in steps:
             reserve_some(client, "big", before, lowest)
@@ -130,6 +191,7 @@ def test_reshard_4_16_3_of_100000_members_killed_midway_and_run_again(client, re
                     reshard(client, "big", after, progress=kill)
                 # nothing lost (a member may have a copy); readers and writers refuse
                 assert set(everything(client, "big")) == set(lowest)
+                assert set(fated(client, "big")) == set(fates)
                 assert int(client.get(reshard_key("big"))) == after
                 with pytest.raises(ShardCountError, match=f"being resharded to {after}"):
                     ShardedIck(client, "big", before).add({"late": 1.0})
@@ -137,14 +199,19 @@ def test_reshard_4_16_3_of_100000_members_killed_midway_and_run_again(client, re
             done = reshard(client, "big", after)
             seconds = time.monotonic() - started
             check_layout(client, "big", after, lowest)
+            check_fates(client, "big", after, fates)
             assert (done.before, done.after) == (before, after)
             slowest = max(e["duration"] for e in client.slowlog_get(100_000)) / 1000
             figures.append(
-                f"{before}->{after}: {seconds:.2f} s, {done.calls} calls, longest round trip "
+                f"{before}->{after}: {seconds:.2f} s, {done.calls} calls ({done.carried} "
+                f"members' retries or dead letters carried), longest round trip "
                 f"{done.longest_ms:.1f} ms, slowest command {slowest:.2f} ms"
             )
             assert slowest < 250  # bounded calls: a few ms each (generous for a busy CI)
-        print("reshard of 100,000 members:", "; ".join(figures))
+        print(
+            "reshard of 100,000 members, 10,000 dead letters, 10,000 retrying:",
+            "; ".join(figures),
+        )
     finally:
         client.config_set("slowlog-log-slower-than", 10_000)
 

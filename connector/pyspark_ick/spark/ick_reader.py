@@ -53,6 +53,7 @@ from ..options import Options
 from ..reservations import ReservationLog
 from ..retries import RetryPolicy
 from ..sharded import ShardedIck
+from ..words import plural
 from .source import Offset, ReservationStreamReader, StreamOptions
 
 
@@ -295,7 +296,7 @@ class IckStreamReader(ReservationStreamReader):
         if offset is None or set(offset) == {str(i) for i in range(self.shards)}:
             return
         raise ShardCountError(
-            f"Ick {self.opts.ick!r}: the query's checkpoint names {len(offset)} shards "
+            f"Ick {self.opts.ick!r}: the query's checkpoint names {plural(len(offset), 'shard')} "
             f"({sorted(offset, key=int)}), but the Ick has {self.shards}: it was resharded. "
             "A checkpoint's offsets are reservation numbers of the old shards, whose "
             "reservations the reshard put back into the queue: start the query with a new "
