@@ -440,8 +440,9 @@ class SurfaceMachine(RuleBasedStateMachine):
         for family in registry.collect():
             for sample in family.samples:
                 part = names.get(sample.name.removeprefix("pyspark_ick_"))
-                if part and sample.labels.get("ick") == self.name:
-                    found.setdefault(part, {})[int(sample.labels["shard"])] = int(sample.value)
+                if part and sample.labels.get("ick") == self.name:  # queued: both lanes
+                    shard, by_shard = int(sample.labels["shard"]), found.setdefault(part, {})
+                    by_shard[shard] = by_shard.get(shard, 0) + int(sample.value)
         return {p: [v[i] for i in range(len(v))] for p, v in found.items()}
 
 
