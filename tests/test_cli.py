@@ -263,6 +263,23 @@ def test_connection_errors_name_no_password():
     assert "redis://, rediss://, unix://, redis+sentinel://" in bad and "sekret" not in bad
 
 
+def test_a_url_parameter_redis_py_does_not_take_is_one_line_naming_it(capsys):
+    """A TLS setting on a redis:// URL, or a misspelt parameter, is one line naming the
+    parameter, not redis-py's TypeError traceback; the password stays hidden."""
+    from pyspark_ick.cli import main
+
+    port = free_port()
+    for query, hint in (
+        ("ssl_certfile=/x", "TLS settings need a rediss:// URL"),
+        ("sockettimeout=3", "check its spelling"),
+    ):
+        assert main(["--url", f"redis://:pw-9@127.0.0.1:{port}/0?{query}", "stats", "q"]) == 1
+        said = capsys.readouterr().err
+        name = query.split("=")[0]
+        assert said.count("\n") == 1 and f"query parameter {name!r}" in said and hint in said
+        assert "pw-9" not in said
+
+
 def test_retry_timeout_is_an_option_and_the_advice_names_it(capsys, monkeypatch):
     from pyspark_ick.cli import main
 

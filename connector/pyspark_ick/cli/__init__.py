@@ -36,10 +36,10 @@ import redis
 from ..connection import DEFAULT_URL, connect
 from ..errors import IckConfigError, IckError
 from ..existence import Missing
-from ..redis_errors import translate
+from ..redis_errors import in_cli_terms, translate
 from ..urls import scrub, where
 from .output import Declined, NotFound
-from .parser import build_parser, in_cli_terms, retry_timeout
+from .parser import build_parser, retry_timeout
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_PIPE = 1, 2, 3, 141
 

@@ -132,12 +132,6 @@ def retry_timeout(args: argparse.Namespace) -> float:
         raise IckConfigError(f"${RETRY_TIMEOUT_ENV}: {exc}") from None
 
 
-def in_cli_terms(text: str) -> str:
-    """A library message with the CLI's flag for the option it names
-    (``redis.retryTimeout`` is ``--retry-timeout`` here)."""
-    return text.replace("redis.retryTimeout", "--retry-timeout")
-
-
 def build_parser() -> argparse.ArgumentParser:
     # Connection options are accepted before or after the command (SUPPRESS keeps a value
     # given before the command from being overwritten by the subcommand's default).

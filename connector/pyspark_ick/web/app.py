@@ -29,7 +29,7 @@ from ..dead_letters import Cursor, DeadLetters
 from ..errors import IckConfigError, IckError
 from ..existence import Missing
 from ..lanes import is_time, lane_of, time_of
-from ..redis_errors import translate
+from ..redis_errors import in_cli_terms, translate
 from ..sharded import ShardedIck
 from ..values import as_bytes
 from ..words import noun_for, ordinal, plural
@@ -173,7 +173,7 @@ def create_app(
     def redis_failed(exc: Exception) -> Any:
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
-        text = scrub(str(exc))
+        text = in_cli_terms(scrub(str(exc)))
         if where not in text:  # every error that depends on the server names it
             text += f" (Redis at {where})"
         logger.warning("console: %s: %s", request.path, text)
