@@ -43,6 +43,7 @@ def values(option: Option) -> str:
     kinds = {
         "integer": "integer",
         "seconds": "seconds",
+        "fraction": "number",
         "duration": "duration",
         "url": "URL",
         "name": "name",
@@ -50,7 +51,7 @@ def values(option: Option) -> str:
         "text": "text",
     }
     said = kinds.get(option.kind, option.kind)
-    if option.kind in ("integer", "seconds") and low is not None:
+    if option.kind in ("integer", "seconds", "fraction") and low is not None:
         said += f", {low:g} to {high:,g}" if high is not None else f", at least {low:g}"
     return said
 

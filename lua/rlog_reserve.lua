@@ -14,16 +14,25 @@
 --   ARGV[6] head: the last reservation number the caller knows, ARGV[7] members per call,
 --   ARGV[8] pending at that head as the caller's last call replied (-1: count it here:
 --   one HGET per open reservation, so a batch of many calls counts once); the ARGV of
---   every reserve script (numbered_log.RESERVE_ARGV), ARGV[9] now in ms ("": Redis time)
+--   every reserve script (numbered_log.RESERVE_ARGV), ARGV[9] now in ms ("": Redis time);
+--   the Ick's own: ARGV[10] the backfill's share of the limit (a fraction; absent: none,
+--   members are taken in score order), ARGV[11] backfill members in the reservations past
+--   `after` (as the caller counted them), ARGV[12] "1": a reserve ahead of Spark (the job
+--   ahead) takes no more backfill members than the share, leaving the rest of the room to
+--   the next batch's top-up, so live members added meanwhile go first
+-- Lanes (lanes.py): live members are taken first, but while backfill members wait the
+-- batch keeps ceil(share * limit) of its room for them; what live members leave, the
+-- backfill takes. A reservation holds its live members, then its backfill ones.
 -- Reservations past `after` made earlier but never logged by Spark count against the limit.
 -- With no reservation open, every member of the cset was reserved by someone else (a gem
 -- consumer, Ick.reserve) that handed the shard over: it is adopted, folded back into the
 -- pset (lower score wins) and so reserved like any queued member. Members whose retry is
 -- due come back into the pset first (release_due), and a member reserved now has no
 -- pending retry any more: this delivery is its next attempt.
--- returns {reserved, moved, pending, requeued}: the last reservation number after the
---   call, members moved, members in the reservations past `after`, members this call put
---   back into the pset (adopted, or retries released: the caller calls again); moved and
+-- returns {reserved, moved, pending, requeued, backfill}: the last reservation number
+--   after the call, members moved, members in the reservations past `after`, members this
+--   call put back into the pset (adopted, or retries released: the caller calls again),
+--   backfill members among those moved; moved and
 --   pending are -1 (nothing done) when the log's head is not ARGV[6]:
 --   call again with the head returned (a replayed call gets that)
 local master, pset, cset, rlog, lease, held, manifest, retry, attempts = unpack(KEYS, 1, 9)
@@ -49,9 +58,28 @@ end
 local released = release_due(retry, attempts, pset, cset, time_ms(ARGV[9]), n)
 requeued, n = requeued + released, n - released
 if n <= 0 then return {head, 0, pending, requeued} end
-local got = redis.call('ZRANGE', pset, 0, n - 1, 'WITHSCORES')
-if #got == 0 then return {head, 0, pending, requeued} end
-redis.call('ZREMRANGEBYRANK', pset, 0, #got / 2 - 1)
+local share, backfill = tonumber(ARGV[10] or ''), 0
+local live = redis.call('ZCOUNT', pset, '-inf', '(' .. ICK_BACKFILL)
+local got
+if share and limit >= 0 then
+  local waiting = redis.call('ZCARD', pset) - live
+  local owed = math.min(math.ceil(share * limit) - tonumber(ARGV[11] or 0), waiting)
+  local take = math.min(live, n, math.max(limit - pending - math.max(owed, 0), 0))
+  backfill = math.min(waiting, n - take)
+  if ARGV[12] == '1' then backfill = math.min(backfill, math.max(owed, 0)) end
+  got = take > 0 and redis.call('ZRANGE', pset, 0, take - 1, 'WITHSCORES') or {}
+  if backfill > 0 then
+    local more = redis.call('ZRANGE', pset, live, live + backfill - 1, 'WITHSCORES')
+    redis.call('ZREMRANGEBYRANK', pset, live, live + backfill - 1)
+    for i = 1, #more do got[#got + 1] = more[i] end
+  end
+  if take > 0 then redis.call('ZREMRANGEBYRANK', pset, 0, take - 1) end
+else
+  got = redis.call('ZRANGE', pset, 0, n - 1, 'WITHSCORES')
+  if #got > 0 then redis.call('ZREMRANGEBYRANK', pset, 0, #got / 2 - 1) end
+  backfill = math.max(#got / 2 - live, 0)
+end
+if #got == 0 then return {head, 0, pending, requeued, 0} end
 local members = {}
 for i = 1, #got, 2 do members[#members + 1] = got[i] end
 if redis.call('EXISTS', retry) == 1 then zrem_all(retry, members, 1, #members) end
@@ -88,4 +116,4 @@ head = head + 1
 redis.call('HSET', rlog, 'reserved', head, 'size:' .. head, #got / 2)
 if failed_before then redis.call('HSET', rlog, 'att:' .. head, cmsgpack.pack(failed_before)) end
 if again then redis.call('HSET', rlog, 'repeated', head) end
-return {head, #got / 2, pending + #got / 2, requeued}
+return {head, #got / 2, pending + #got / 2, requeued, backfill}

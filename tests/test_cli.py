@@ -66,7 +66,7 @@ def test_add_stats_and_lower_score(redis_url, client):
     assert report["totals"]["queued"] == 2 and report["totals"]["reserved"] == 1
 
     table = cli("stats", "q", url=redis_url).stdout
-    assert "Ick q (1 shard)" in table and "total" in table and "oldest score" in table
+    assert "Ick q (1 shard)" in table and "total" in table and " oldest " in table
 
 
 def test_sharded_stats_on_cluster(cluster_url, cluster_client):
@@ -98,7 +98,16 @@ def test_stats_shows_reservations_and_lease(redis_url, client):
     (row,) = as_json(cli("stats", "feed", "--json", url=redis_url))["rows"]
     assert (row["queued"], row["reserved"], row["open_reservations"]) == (1, 2, 1)
     assert row["lease_owner"] == "indexer-7" and 0 < row["lease_expires_in_ms"] <= 60_000
-    assert "indexer-7" in cli("stats", "feed", url=redis_url).stdout
+    narrow = cli("stats", "feed", url=redis_url, env={"COLUMNS": "80"}).stdout
+    assert_fits(narrow, "shard", "queued", "reserved", "retrying", "dead", "open", "oldest")
+    assert "leases: shard 0: indexer-7 (expires in " in narrow
+
+
+def assert_fits(table: str, *headings: str, width: int = 80) -> None:
+    """``table`` fits ``width`` columns, every heading whole (rich cuts one to "queu…")."""
+    assert max(map(len, table.splitlines())) <= width and "\u2026" not in table, table
+    for heading in headings:
+        assert f" {heading} " in table, (heading, table)
 
 
 def test_peek_is_read_only(redis_url, client):
@@ -117,6 +126,11 @@ def test_peek_is_read_only(redis_url, client):
 
     table = cli("peek", "p", "-n", "2", url=redis_url).stdout
     assert "queued: lowest scores" in table and held[0][0] in table
+    ShardedIck(client, "t", 1).add({"at": 1_700_000_000.0})  # a Unix time shows as one
+    table = cli("peek", "t", url=redis_url).stdout
+    assert "2023-11-14 22:13:20Z" in table
+    assert "reserved: none" in table and "reserved: lowest" not in table  # empty: said once
+    assert cli("dead", "list", "t", url=redis_url).stdout == "Ick 't': no dead letters\n"
 
 
 def test_del_asks_first(redis_url, client):
@@ -125,13 +139,31 @@ def test_del_asks_first(redis_url, client):
     assert ShardedIck(client, "gone", 2).stats()["total_size"] == 2
 
     done = cli("del", "gone", url=redis_url, stdin="y\n")
-    assert done.returncode == 0 and "2 members" in done.stdout
-    assert "Delete Ick 'gone' (2 shards, 2 members)?" in done.stderr
+    kinds = "2 queued, 0 reserved, 0 retrying, 0 dead letters"
+    assert done.returncode == 0 and f"deleted Ick 'gone': {kinds} (" in done.stdout
+    assert f"Delete Ick 'gone' (2 shards: {kinds})?" in done.stderr
     assert client.dbsize() == 0  # every shard and the recorded shard count
 
     assert "does not exist" in failed(cli("del", "gone", "--yes", url=redis_url), 3)
     Ick(client, "other").add({"x": 1})
     assert cli("del", "other", "--yes", url=redis_url).returncode == 0
+    assert client.dbsize() == 0
+
+
+def test_del_counts_what_it_deleted_by_kind(redis_url, client):
+    from console_support import bury
+
+    from pyspark_ick.retries import RetryPolicy
+
+    ick = ShardedIck(client, "gone", 1)
+    bury(ick, {"d1": "bad doc", "d2": "bad doc"})
+    ick.add({"r1": 1.0})
+    assert ick.shard(0).reserve(1) == [("r1", 1.0)]
+    ick.fail({"r1": "later"}, RetryPolicy(max_attempts=5))
+    ick.add({"q1": 1.0, "q2": 2.0})
+    ick.shard(0).reserve(1)
+    done = cli("del", "gone", "--yes", url=redis_url)
+    assert "deleted Ick 'gone': 1 queued, 1 reserved, 1 retrying, 2 dead letters (" in done.stdout
     assert client.dbsize() == 0
 
 
@@ -177,8 +209,10 @@ def test_dehydrator_commands(redis_url):
     assert "no id 'id1'" in failed(dh("look", "parked", "id1"), 3)
     assert dh("ttn", "parked").stdout.strip() == "-1"  # it exists, empty
     assert dh("push", "parked", "id2", "now", "--delay", "0ms").returncode == 0
+    narrow = cli("dehydrator", "stats", "parked", url=redis_url, env={"COLUMNS": "80"}).stdout
+    assert_fits(narrow, "parked", "due", "next due in", "open claims", "claimed")
     assert dh("ttn", "parked").stdout.strip() == "0"
-    assert "1 shards recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
+    assert "1 shard recorded" in failed(dh("ttn", "parked", "--shards", "2"), 1)
     assert "duration" in failed(dh("push", "parked", "id3", "x", "--ttl", "soon"), 2)
 
 
@@ -227,3 +261,64 @@ def test_connection_errors_name_no_password():
     assert "sekret" not in message
     bad = failed(cli("stats", "q", url="http://ops:sekret-pw@example.com/0"), 1)
     assert "redis://, rediss://, unix://, redis+sentinel://" in bad and "sekret" not in bad
+
+
+def test_a_url_parameter_redis_py_does_not_take_is_one_line_naming_it(capsys):
+    """A TLS setting on a redis:// URL, or a misspelt parameter, is one line naming the
+    parameter, not redis-py's TypeError traceback; the password stays hidden."""
+    from pyspark_ick.cli import main
+
+    port = free_port()
+    for query, hint in (
+        ("ssl_certfile=/x", "TLS settings need a rediss:// URL"),
+        ("sockettimeout=3", "check its spelling"),
+    ):
+        assert main(["--url", f"redis://:pw-9@127.0.0.1:{port}/0?{query}", "stats", "q"]) == 1
+        said = capsys.readouterr().err
+        name = query.split("=")[0]
+        assert said.count("\n") == 1 and f"query parameter {name!r}" in said and hint in said
+        assert "pw-9" not in said
+
+
+def test_retry_timeout_is_an_option_and_the_advice_names_it(capsys, monkeypatch):
+    from pyspark_ick.cli import main
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("PYSPARK_ICK_RETRY_TIMEOUT", "0.3")
+    for argv, waited in ((["--retry-timeout", "0.2"], "0.2 s"), ([], "0.3 s")):
+        assert main(["--url", url, "stats", "q", *argv]) == 1
+        said = capsys.readouterr().err
+        assert f"within --retry-timeout ({waited})" in said and "Raise --retry-timeout" in said
+        assert "redis.retryTimeout" not in said
+    monkeypatch.setenv("PYSPARK_ICK_RETRY_TIMEOUT", "soon")
+    assert main(["--url", url, "stats", "q"]) == 1
+    assert "$PYSPARK_ICK_RETRY_TIMEOUT: expected a number of seconds" in capsys.readouterr().err
+
+
+def test_counts_read_in_english():
+    from pyspark_ick.words import ordinal, plural
+
+    assert [plural(n, "dead letter") for n in (0, 1, 2)] == [
+        "0 dead letters",
+        "1 dead letter",
+        "2 dead letters",
+    ]
+    assert (
+        plural(1, "retry", "retries") == "1 retry"
+        and plural(3, "retry", "retries")[2:] == "retries"
+    )
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101, 111, 1001)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+        "111th",
+        "1,001st",
+    ]

@@ -25,17 +25,30 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
     redis_url, client, tmp_path
 ):
     docs = ShardedIck(client, "docs", 2)
-    bury(docs, {"bad:1": "Timeout talking to the sink", "bad:2": "bad doc"})
+    bury(docs, {"bad:1": "Timeout talking to the sink", "bad:2": "bad doc"}, 1_795_866_198.5)
     docs.add({f"doc:{i}": 1_700_000_000.0 + i for i in range(30)})
+    docs.add({"reindex:1": 1_600_000_000.0}, lane="backfill")
     log = ReservationLog(client, f"docs:{docs.shard_of('doc:0')}")
     fence = log.lease.acquire("query-indexer", 60_000)
     log.reserve(5, 0, fence)
     Dehydrator(client, "parked", 2).park(["p1", "p2"], ["x", "y"], [0, 60_000])
+    ShardedIck(client, "idle", 1).add({"a": 1.0})  # queued, nothing reserved
+    drained = Dehydrator(client, "drained", 1)
+    drained.push("gone", "x", 0)
+    drained.pull("gone")
     with console(redis_url, tmp_path, "--allow-actions", token=TOKEN) as web:
+        # an empty part says so once (no table of headings over "none", no 12 empty spans)
+        page = Session(web.base).get("/ick?name=idle")[1]
+        assert '<p class="dim empty" id="head-reserved">reserved: none</p>' in page
+        assert '<p class="dim empty" id="in-flight">none</p>' in page
+        page = Session(web.base).get("/dead?ick=idle")[1]
+        assert "No dead letters (1 shard)." in page and 'id="letters"' not in page
+        page = Session(web.base).get("/dehydrator?name=drained")[1]
+        assert page.count("nothing parked") == 2 and "by +" not in page  # histogram, due first
         pages = {
             "/": ["docs", "parked", "query-indexer"],
-            "/ick?name=docs": ["doc:0", "query-indexer", "Reservations in flight"],
-            "/dead?ick=docs": ["bad:1", "Timeout talking to the sink", "bad doc"],
+            "/ick?name=docs": ["doc:0", "query-indexer", "Reservations in flight", "backfill"],
+            "/dead?ick=docs": ["bad:1", "Timeout talking to the sink", "bad doc", "from the 1st."],
             "/dead?ick=docs&error=TIMEOUT": ["bad:1"],
             "/dehydrator?name=parked": ["p1", "When the parked elements are due"],
         }
@@ -45,6 +58,10 @@ def test_every_page_renders_and_a_missing_name_is_a_404_that_writes_nothing(
             for text in wanted:
                 assert text in page, (path, text)
         assert "bad doc" not in Session(web.base).get("/dead?ick=docs&error=TIMEOUT")[1]
+        # a score that is a Unix time shows as a time, as the other columns do
+        assert "1,795,866,198" not in Session(web.base).get("/dead?ick=docs")[1]
+        assert "2026-11-28 11:43:18Z" in Session(web.base).get("/dead?ick=docs")[1]
+        assert "2023-11-14 22:13:20Z" in Session(web.base).get("/ick?name=docs")[1]
         keys = client.dbsize()
         for path in ("/ick?name=nope", "/dead?ick=nope", "/dehydrator?name=nope"):
             code, page = Session(web.base).get(path)
@@ -105,6 +122,9 @@ def test_actions_need_actions_allowed_the_token_and_the_csrf_token(redis_url, cl
         code, page = session.post("/signin", [("token", TOKEN)])  # a sign-in without CSRF
         assert code == 403 and "CSRF" in page
         assert session.sign_in(TOKEN) == 303
+        signed_out, csrf = csrf, session.csrf("/")
+        assert csrf != signed_out  # a new CSRF token at sign-in; the old one is refused
+        assert "CSRF" in refused(session, [*action, ("csrf", signed_out)])
         assert "CSRF" in refused(session, action)  # signed in, but no CSRF token
         assert "CSRF" in refused(session, [*action, ("csrf", "forged")])
         page = refused(session, [*action, ("csrf", csrf)], Origin="http://evil.example")

@@ -16,6 +16,10 @@ def test_metrics_of_every_ick_and_dehydrator(client):
     docs = ShardedIck(client, "docs", 2)
     members = {f"doc:{i}": now - 100.0 - i for i in range(20)}
     docs.add(members)
+    late = docs.shard_of("re:0")
+    other = next(f"re:{i}" for i in range(1, 99) if docs.shard_of(f"re:{i}") == late)
+    backfill = {"re:0": now - 500.0, other: now - 200.0, "doc:1": now - 900.0}
+    docs.add(backfill, lane="backfill")  # doc:1 stays live
     shard = docs.shard_of("doc:0")
     log = ReservationLog(client, f"docs:{shard}")
     token = log.lease.acquire("indexer", 60_000)
@@ -27,11 +31,16 @@ def test_metrics_of_every_ick_and_dehydrator(client):
     sizes = {i: sum(1 for k in members if docs.shard_of(k) == i) for i in range(2)}
     for i in range(2):
         labels = f'{{ick="docs",shard="{i}"}}'
-        assert m[f"pyspark_ick_queued{labels}"] == sizes[i] - (3 if i == shard else 0)
+        live = f'{{ick="docs",lane="live",shard="{i}"}}'
+        backfill = f'{{ick="docs",lane="backfill",shard="{i}"}}'
+        assert m[f"pyspark_ick_queued{live}"] == sizes[i] - (3 if i == shard else 0)
+        assert m[f"pyspark_ick_queued{backfill}"] == (2 if i == late else 0)
         assert m[f"pyspark_ick_reserved{labels}"] == (3 if i == shard else 0)
         assert m[f"pyspark_ick_open_reservations{labels}"] == (1 if i == shard else 0)
         assert m[f"pyspark_ick_lease_held{labels}"] == (1 if i == shard else 0)
-        assert m[f"pyspark_ick_oldest_queued_age_seconds{labels}"] >= 100
+        assert m[f"pyspark_ick_oldest_queued_age_seconds{live}"] >= 100
+        if i == late:  # the backfill's first member: its own time's age, not the band's
+            assert 500 <= m[f"pyspark_ick_oldest_queued_age_seconds{backfill}"] < 600
 
     def total(what: str) -> float:
         return sum(
@@ -53,7 +62,7 @@ def test_the_cli_serves_metrics(redis_url, client):
     )
     try:
         m = wait_until(lambda: scrape(port), timeout=30, what="the metrics endpoint")
-        assert m['pyspark_ick_queued{ick="cli_docs",shard="0"}'] == 1
+        assert m['pyspark_ick_queued{ick="cli_docs",lane="live",shard="0"}'] == 1
     finally:
         process.terminate()
         process.wait(10)
@@ -69,8 +78,8 @@ def test_the_exporter_reads_the_registry_not_the_keyspace(client):
     client.config_resetstat()
     m = served(client)
     assert (
-        m['pyspark_ick_queued{ick="kept",shard="0"}']
-        + m['pyspark_ick_queued{ick="kept",shard="1"}']
+        m['pyspark_ick_queued{ick="kept",lane="live",shard="0"}']
+        + m['pyspark_ick_queued{ick="kept",lane="live",shard="1"}']
         == 1
     )
     assert not any('ick="gone"' in name for name in m)  # deleted: left the registry

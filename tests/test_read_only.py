@@ -253,7 +253,9 @@ def test_the_console_and_the_exporter_name_the_redis_that_failed():
         gone, History(5.0), token=None, allow_actions=False, where=asked, scrub=str, passwords=[]
     )
     reply = app.test_client().get("/ick?name=docs")
-    assert reply.status_code == 503 and f"Redis at {asked}" in reply.get_data(as_text=True)
+    page = reply.get_data(as_text=True)
+    assert reply.status_code == 503 and f"Redis at {asked}" in page
+    assert "--retry-timeout" in page and "redis.retryTimeout" not in page  # the console's flag
 
 
 def test_a_shard_count_that_differs_names_the_redis(redis_url, client):

@@ -414,7 +414,7 @@ def test_operators_see_retries_and_dead_letters_in_the_cli_and_the_exporter(clie
     metrics = served(client)
     assert sum(v for k, v in metrics.items() if k.startswith("pyspark_ick_dead_letters{")) == 4
     assert sum(v for k, v in metrics.items() if k.startswith("pyspark_ick_retrying{")) == 2
-    assert "1 dead letters re-driven" in cli("redrive", "ops", reserved[0]).stdout
+    assert "1 dead letter re-driven" in cli("redrive", "ops", reserved[0]).stdout
     declined = cli("purge", "ops", stdin="n\n")
     assert declined.returncode == 3 and "not purged" in declined.stderr
     assert "3 dead letters purged" in cli("purge", "ops", "--yes").stdout

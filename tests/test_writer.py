@@ -390,7 +390,7 @@ def test_tasks_report_counts_and_the_driver_logs_totals(redis_url, client, caplo
         writer.commit([first, second])
         writer.abort([first, None])
     committed, aborted = (r.getMessage() for r in caplog.records)
-    assert "Ick 'counts' (1 shards) in 2 tasks: 5 rows: 4 new, 1 changed, 0 skipped" in committed
+    assert "Ick 'counts' (1 shard) in 2 tasks: 5 rows: 4 new, 1 changed, 0 skipped" in committed
     assert "aborted, 1 of 2 tasks failed; the others wrote 3 rows: 3 new" in aborted
     assert pset(client, "counts") == {"1": 1.0, "2": 5.0, "3": 5.0, "4": 9.0}
 

@@ -32,6 +32,7 @@ from .urls import (
     parse_sentinel,
     redact,
     seeds,
+    unknown_parameter,
     where,
 )
 
@@ -163,6 +164,11 @@ def connect(
         raise
     except ValueError as exc:  # redis-py's URL parser: a bad port or query value
         raise IckConfigError(f"redis.url {redact(url)!r} is not a valid Redis URL: {exc}") from None
+    except TypeError as exc:  # redis-py hands a query parameter it does not know on
+        refused = unknown_parameter(exc, url)
+        if refused is None:
+            raise
+        raise refused from None
     settings(client).retry_timeout = retry_timeout
     replication.configure(client, wait_replicas, wait_timeout)
     return client

@@ -30,6 +30,7 @@ from .packing import pack_values, plain_chunks
 from .pipe import run_many
 from .registry import LogicalName
 from .values import TEXTS, as_bytes, check_times, check_ttl, text
+from .words import plural
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,8 +161,8 @@ class Dehydrator(LogicalName):
             )
         if not len(ids) == len(elements) == len(times):
             raise IckConfigError(
-                f"{len(ids)} ids, {len(elements)} elements and "
-                f"{len(times)} times: one of each per element"
+                f"{plural(len(ids), 'id')}, {plural(len(elements), 'element')} and "
+                f"{plural(len(times), 'time')}: one of each per element"
             )
         stamps = check_times(times)
         if not ids:

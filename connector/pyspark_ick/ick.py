@@ -11,6 +11,7 @@ from . import bounds, replication, scripts
 from .clients import Client, check_client
 from .errors import IckConfigError
 from .keys import IckKeys, check_name
+from .lanes import Lane
 from .packing import pack_checked, pack_chunks, pack_values, packed_chunks
 from .pipe import run_many
 from .retries import MAX_ERROR_BYTES, AttemptRecord, RetryPolicy, errors_of
@@ -58,13 +59,13 @@ def lazy_add_calls(keys: IckKeys, packed: Iterable[bytes]) -> Iterator[Call]:
 
 
 def add_now_calls(
-    keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK
+    keys: IckKeys, members: Sequence[Any], chunk: int = bounds.ICK_CHUNK, lane: Lane = "live"
 ) -> list[Call]:
-    """ickadd_now calls (score: Redis server time) of at most ``chunk`` members."""
+    """ickadd_now calls (score: Redis server time) of at most ``chunk`` members;
+    ickadd_backfill in the backfill ``lane`` (that time in its band, lanes.py)."""
     chunk = min(chunk, bounds.ITEMS_PER_CALL)
-    return [
-        ("ickadd_now", keys.base, members[i : i + chunk]) for i in range(0, len(members), chunk)
-    ]
+    script = "ickadd_now" if lane == "live" else "ickadd_backfill"
+    return [(script, keys.base, members[i : i + chunk]) for i in range(0, len(members), chunk)]
 
 
 def sum_adds(replies: Iterable[Sequence[int]]) -> tuple[int, int]:
@@ -271,8 +272,9 @@ def parse_stats(reply: Any) -> dict[str, Any] | None:
             out[name] = float(value)
         else:
             out[name] = text(value)
-    for name in ("pset_min", "pset_max", "cset_min", "cset_max"):
+    for name in ("pset_min", "pset_max", "cset_min", "cset_max", "backfill_min"):
         out.setdefault(name, None)
+    out.setdefault("backfill_size", 0)
     lows = [v for v in (out["pset_min"], out["cset_min"]) if v is not None]
     highs = [v for v in (out["pset_max"], out["cset_max"]) if v is not None]
     out["total_min"] = min(lows) if lows else None  # the gem's fields

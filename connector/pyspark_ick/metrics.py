@@ -20,6 +20,7 @@ from .dehydrator_view import stats as dehydrator_stats
 from .errors import IckError
 from .existence import registered
 from .freshness import LE
+from .lanes import LANES
 from .observe import stats
 from .redis_errors import translate
 from .sharded import ShardedIck
@@ -58,13 +59,16 @@ class Collector:
 
     def _icks(self) -> Iterator[Any]:
         shard = ["ick", "shard"]
-        queued = gauge("queued", "members waiting in the Ick shard (pset)", shard)
+        queued = gauge(
+            "queued", "members waiting in the Ick shard (pset), per lane", [*shard, "lane"]
+        )
         reserved = gauge("reserved", "members reserved, not committed (cset)", shard)
         opened = gauge("open_reservations", "reservations not committed", shard)
         age = gauge(
             "oldest_queued_age_seconds",
-            "seconds since the lowest queued score (scores that are Unix times)",
-            shard,
+            "seconds since the first queued member of the lane was marked dirty (scores "
+            "that are Unix times)",
+            [*shard, "lane"],
         )
         lease = gauge("lease_held", "1 when a consumer holds the shard's lease", shard)
         beat = gauge(
@@ -93,11 +97,12 @@ class Collector:
                 waiting.add_metric([name, str(i)], r)
             for row in stats(self.client, name, shards)["rows"]:
                 labels = [name, str(row["shard"])]
-                queued.add_metric(labels, row["queued"])
+                for lane in LANES:
+                    queued.add_metric([*labels, lane], row["lanes"][lane]["queued"])
+                    if row["lanes"][lane]["age_s"] is not None:
+                        age.add_metric([*labels, lane], row["lanes"][lane]["age_s"])
                 reserved.add_metric(labels, row["reserved"])
                 opened.add_metric(labels, row["open_reservations"] or 0)
-                if row["oldest_queued_age_s"] is not None:
-                    age.add_metric(labels, row["oldest_queued_age_s"])
                 lease.add_metric(labels, 1 if row["lease_owner"] else 0)
                 if row["lease_idle_ms"] is not None:
                     beat.add_metric(labels, row["lease_idle_ms"] / 1000)

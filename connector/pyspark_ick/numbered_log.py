@@ -109,6 +109,9 @@ class NumberedLog:
         self._head: int | None = None  # the last number seen
         self._committed: int | None = None  # the last committed number seen
         self.policy: RetryPolicy | None = None  # an Ick's: how failed members are retried
+        # a reserve made ahead of Spark (the job ahead): a kind of log may leave room in it
+        # for what comes meanwhile (an Ick's live members: reservations.py)
+        self.ahead = False
         self.fates = {"retried": 0, "dead": 0}  # members the commits retried or buried
 
     # --- what a kind of log provides ----------------------------------------------------
@@ -128,6 +131,14 @@ class NumberedLog:
     def now(self) -> str:
         """ARGV ``now`` of the reserve script ("": Redis server time)."""
         return ""
+
+    def reserve_more(self, after: int) -> list[Any]:
+        """ARGV a kind of log adds after RESERVE_ARGV for a reserve past ``after``."""
+        return []
+
+    def reserved(self, head: int, reply: list[Any]) -> None:
+        """What a kind of log keeps of a reserve call's ``reply`` that made manifest
+        ``head`` (its items moved: ``reply[1]``)."""
 
     def repeated(self) -> int:
         """The last manifest holding an item an earlier open one holds too; 0: none.
@@ -193,6 +204,7 @@ class NumberedLog:
                 bounds.MOVES_PER_CALL,
                 pending,
                 self.now(),
+                *self.reserve_more(after),
             ]
             reply = scripts.run(
                 client, self.reserve_script, self.reserve_keys(head), argv, what=self.label
@@ -203,6 +215,8 @@ class NumberedLog:
                 stale = self._again(stale)
                 continue
             moved += got
+            if got > 0:
+                self.reserved(head, reply)
             full = got == bounds.MOVES_PER_CALL or requeued > 0
             if not full or (limit is not None and pending >= limit):
                 self._head = head

@@ -12,6 +12,7 @@ from . import bounds, freshness, scripts
 from .clients import Client
 from .dead_letters import DeadLetters
 from .keys import shard_names
+from .lanes import LANES, time_of
 from .reservations import describe
 from .sharded import ShardedIck
 from .values import pairs
@@ -41,6 +42,8 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         lows = [st[k] for k in ("pset_min", "cset_min") if st.get(k) is not None]
         oldest = min(lows) if lows else None
         res = describe(client, ick.key)
+        backfill, first_backfill = st.get("backfill_size", 0), st.get("backfill_min")
+        live_min = st.get("pset_min") if st.get("pset_size", 0) > backfill else None
         rows.append(
             {
                 "shard": i,
@@ -50,7 +53,11 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
                 "reserved": st.get("cset_size", 0),
                 "oldest_score": oldest,
                 "age_s": age(now, oldest),
-                "oldest_queued_age_s": age(now, st.get("pset_min")),
+                "oldest_queued_age_s": age(now, live_min),
+                "lanes": {
+                    "live": lane(st.get("pset_size", 0) - backfill, now, live_min),
+                    "backfill": lane(backfill, now, first_backfill),
+                },
                 "open_reservations": res.get("open_reservations"),
                 "lease_owner": res.get("lease_owner"),
                 "lease_expires_in_ms": res.get("lease_expires_in_ms"),
@@ -70,6 +77,7 @@ def stats(client: Client, name: str, shards: int) -> dict[str, Any]:
         "age_s": age(now, min(olds) if olds else None),
         "done": sum(r["done"] for r in rows),
         **freshness.combined(fresh).summary(),
+        "lanes": {name: lane_total([r["lanes"][name] for r in rows]) for name in LANES},
     }
     return {"name": name, "shards": shards, "server_time": now, "rows": rows, "totals": totals}
 
@@ -96,6 +104,19 @@ def summary(client: Client, name: str, shards: int) -> dict[str, Any]:
     totals["dead"] = sum(row["dead"] for row in report["rows"])
     totals["retrying"] = sum(row["retrying"] for row in report["rows"])
     return report
+
+
+def lane(queued: int, now: float, first: float | None) -> dict[str, Any]:
+    """One lane of a shard: members queued, the score of its first and that member's
+    age (its own time's, lanes.time_of; None unless a Unix time)."""
+    own = None if first is None else time_of(first)
+    return {"queued": queued, "oldest_score": first, "age_s": age(now, own)}
+
+
+def lane_total(shards: list[dict[str, Any]]) -> dict[str, Any]:
+    """One lane over every shard: members queued, the oldest member's age."""
+    ages = [s["age_s"] for s in shards if s["age_s"] is not None]
+    return {"queued": sum(s["queued"] for s in shards), "age_s": max(ages) if ages else None}
 
 
 def age(now: float, score: float | None) -> float | None:

@@ -13,6 +13,7 @@ from . import bounds
 from .clients import DEFAULT_RETRY_TIMEOUT, DEFAULT_WAIT_TIMEOUT
 from .dehydrator import ON_DUPLICATE
 from .keys import MAX_SHARDS
+from .lanes import LANES
 from .urls import DEFAULT_URL
 
 ICK_WRITE = "format('ick') write"
@@ -164,6 +165,16 @@ OPTIONS = (
         "time at the add",
     ),
     _option(
+        "lane",
+        (ICK_WRITE,),
+        "choice",
+        "live",
+        "`backfill` queues the rows behind every live member: a reindex or repair that never "
+        "delays live changes. A member in both lanes is served once, as live. A backfill score "
+        "column takes finite scores in [0, 1e13); a live one refuses finite scores from 1e13 on",
+        choices=LANES,
+    ),
+    _option(
         "onInvalid",
         (ICK_WRITE,),
         "choice",
@@ -198,6 +209,18 @@ OPTIONS = (
         "Members per micro-batch, split across shards. While a backlog drains, the next batch is "
         "reserved ahead: up to twice this many are reserved at once",
         minimum=1,
+    ),
+    _option(
+        "backfillShare",
+        (ICK_STREAM,),
+        "fraction",
+        0.1,
+        "The part of each micro-batch kept for the backfill lane while live members wait, so it "
+        "always progresses (at 0.1, live work that fills every batch keeps 90% of each). Live "
+        "members take the rest first; with no live member waiting the backfill takes the whole "
+        "batch. 0: the backfill gets only what live members leave",
+        minimum=0.0,
+        maximum=1.0,
     ),
     _option(
         "minMembersPerPartition",

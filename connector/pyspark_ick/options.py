@@ -143,6 +143,16 @@ class Options:
             raise self._fail(option.name, f"a number >= {low}", value)
         return number
 
+    def _fraction(self, option: Option, value: Any) -> float:
+        low, high = option.minimum or 0.0, option.maximum or 1.0
+        try:
+            number = float(str(value).strip())
+        except ValueError:
+            raise self._fail(option.name, f"a number from {low:g} to {high:g}", value) from None
+        if not low <= number <= high:
+            raise self._fail(option.name, f"a number from {low:g} to {high:g}", value)
+        return number
+
     def _choice(self, option: Option, value: Any) -> str:
         text = str(value).strip().lower()
         for choice in option.choices:
@@ -218,6 +228,7 @@ PARSERS: dict[str, Callable[[Options, Option, Any], Any]] = {
     "name": Options._name,
     "integer": Options._integer,
     "seconds": Options._seconds,
+    "fraction": Options._fraction,
     "choice": Options._choice,
     "duration": Options._duration,
     "url": Options._url,

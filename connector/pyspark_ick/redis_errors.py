@@ -243,3 +243,9 @@ def lease_refusal(detail: str, what: str) -> LeaseError:
         f"{what}: this consumer lost its lease ({holder}): it may not reserve or commit any more",
         owner,
     )
+
+
+def in_cli_terms(text: str) -> str:
+    """A library message as the CLI and the console say it: the option they have for the
+    one it names (``redis.retryTimeout`` is ``--retry-timeout`` there)."""
+    return text.replace("redis.retryTimeout", "--retry-timeout")

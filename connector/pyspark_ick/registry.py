@@ -23,6 +23,7 @@ from .keys import (
     shard_of,
 )
 from .values import as_bytes
+from .words import plural
 
 logger = logging.getLogger("pyspark_ick.registry")
 
@@ -35,7 +36,7 @@ def mismatch(kind: str, name: str, recorded: int, given: str) -> ShardCountError
     """The error for a shard count ``given`` ("8", "--shards 8") that is not the one
     recorded."""
     return ShardCountError(
-        f"{KINDS[kind]} {name!r} has {recorded} shards recorded in Redis, but {given} "
+        f"{KINDS[kind]} {name!r} has {plural(recorded, 'shard')} recorded in Redis, but {given} "
         f"{'was' if given.startswith('-') else 'were'} given"
     )
 
@@ -60,8 +61,8 @@ def check_not_resharding(client: Client, name: str, kind: str, label: str) -> No
     target = resharding(client, name, kind)
     if target is not None:
         raise ShardCountError(
-            f"{label} is being resharded to {target} shards (pyspark-ick reshard): nothing "
-            f"reads or writes it until `pyspark-ick reshard {name} --to {target}` has "
+            f"{label} is being resharded to {plural(target, 'shard')} (pyspark-ick reshard): "
+            f"nothing reads or writes it until `pyspark-ick reshard {name} --to {target}` has "
             "finished (run it again if it stopped half-way); then use shards="
             f"{target} (a stream query: with a new checkpoint)"
         )

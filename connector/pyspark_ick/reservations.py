@@ -36,6 +36,29 @@ class ReservationLog(NumberedLog):
     def __init__(self, client: Client, master: str, label: str | None = None) -> None:
         self.keys = IckKeys(check_name(master))
         super().__init__(client, self.keys.rlog, self.keys.lease, label or f"Ick {master!r}")
+        self.backfill_share: float | None = None  # option backfillShare (None: score order)
+        # backfill members of each open reservation this client made (lua/rlog_reserve.lua
+        # keeps the share of a batch with them; one it did not make counts none)
+        self.backfill: dict[int, int] = {}
+
+    def reserve_more(self, after: int) -> list[Any]:
+        """ARGV[10..12] of rlog_reserve: the backfill's share, its members in the
+        reservations past ``after`` this client made, and whether this reserve is made
+        ahead (then it takes no more backfill than the share: the next batch's top-up
+        takes live members added meanwhile first)."""
+        if self.backfill_share is None:
+            return []
+        taken = sum(n for r, n in self.backfill.items() if r > after)
+        return [repr(self.backfill_share), taken, "1" if self.ahead else "0"]
+
+    def reserved(self, head: int, reply: list[Any]) -> None:
+        """Count the backfill members of reservation ``head`` (rlog_reserve's 5th reply);
+        forget those of reservations committed since."""
+        if len(reply) > 4 and int(reply[4]) > 0:
+            self.backfill[head] = int(reply[4])
+        done = self._committed or 0
+        if done and min(self.backfill, default=done + 1) <= done:
+            self.backfill = {r: n for r, n in self.backfill.items() if r > done}
 
     def reserve_keys(self, head: int) -> list[str]:
         k = self.keys

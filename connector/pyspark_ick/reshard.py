@@ -48,6 +48,7 @@ from .packing import pack_checked
 from .registry import mismatch, recorded, register, resharding
 from .requeue import Progress, requeue
 from .sharded import ShardedIck
+from .words import plural
 
 OWNER = "pyspark-ick reshard"
 T = TypeVar("T")
@@ -107,8 +108,8 @@ class Reshard:
         target = resharding(self.client, self.name)
         if target is not None and target != self.to:
             raise ShardCountError(
-                f"{self.label}: a reshard to {target} shards did not finish: finish it first "
-                f"(pyspark-ick reshard {self.name} --to {target}), then reshard again"
+                f"{self.label}: a reshard to {plural(target, 'shard')} did not finish: finish it "
+                f"first (pyspark-ick reshard {self.name} --to {target}), then reshard again"
             )
         before = self.current(given)
         self.report = Resharded(self.name, before, self.to)

@@ -20,6 +20,7 @@ from .ick import (
     sum_adds,
 )
 from .keys import other_count_masters, shard_names, shard_of
+from .lanes import Lane, check_lane, to_lane
 from .packing import pack_chunks, packed_chunks
 from .pipe import run_many
 from .registry import LogicalName
@@ -70,18 +71,27 @@ class ShardedIck(LogicalName):
                             f"{self.shards}: its producers used another shard count"
                         )
 
-    def add(self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK) -> tuple[int, int]:
+    def add(
+        self, mapping: Mapping[Any, float], chunk: int = bounds.ICK_CHUNK, lane: Lane = "live"
+    ) -> tuple[int, int]:
         """Add members to their shards in bounded ickadd calls; returns (new, changed).
-        Scores may be -inf or +inf, never NaN (``Ick.add``)."""
-        return self.add_pairs(list(mapping), list(mapping.values()), chunk)
+        Scores may be -inf or +inf, never NaN (``Ick.add``). ``lane="backfill"`` queues
+        them behind every live member (lanes.py: each score a finite one in [0, 1e13))."""
+        return self.add_pairs(list(mapping), list(mapping.values()), chunk, lane)
 
     def add_pairs(
-        self, members: Sequence[Any], scores: Sequence[float], chunk: int = bounds.ICK_CHUNK
+        self,
+        members: Sequence[Any],
+        scores: Sequence[float],
+        chunk: int = bounds.ICK_CHUNK,
+        lane: Lane = "live",
     ) -> tuple[int, int]:
-        """Add ``members[i]`` with ``scores[i]`` in bounded calls, each packed while Redis
-        runs the one before; every score is checked before Redis is touched. Returns
+        """Add ``members[i]`` with ``scores[i]`` in ``lane``, in bounded calls, each packed
+        while Redis runs the one before; every score is checked before Redis is touched
+        (a live one in the backfill's band is refused, lanes.to_lane). Returns
         (new, changed)."""
         texts, floats = check_pairs(members, scores)
+        floats = to_lane(floats, texts, check_lane(lane), "lane")
         chunk = check_chunk(chunk)
         if not texts:
             return (0, 0)
@@ -99,16 +109,18 @@ class ShardedIck(LogicalName):
         self,
         groups: Mapping[int, tuple[Sequence[str], Sequence[float] | None]],
         chunk: int = bounds.ICK_CHUNK,
+        lane: Lane = "live",
     ) -> tuple[int, int]:
         """Add each shard's members, already grouped: ``{shard: (members, scores)}``.
 
-        Scores ``None``: Redis server time at the add. Returns (new, changed).
+        Scores ``None``: Redis server time at the add, in ``lane``; given scores are
+        queued as they are (in their lane already). Returns (new, changed).
         """
         calls = [
             call
             for i, (ms, ss) in groups.items()
             for call in (
-                add_now_calls(self._icks[i].keys, ms, chunk)
+                add_now_calls(self._icks[i].keys, ms, chunk, lane)
                 if ss is None
                 else add_calls(self._icks[i].keys, pack_chunks(ms, ss, chunk))
             )

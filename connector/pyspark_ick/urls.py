@@ -190,3 +190,22 @@ def check_url(url: str) -> str:
     if scheme in SENTINEL_SCHEMES:
         parse_sentinel(url)
     return url
+
+
+def unknown_parameter(exc: TypeError, url: str) -> IckConfigError | None:
+    """The error to show when redis-py refused a query parameter of ``url`` as a keyword
+    (``ssl_certfile`` on a ``redis://`` URL, a typo); None when ``exc`` is about another."""
+    refused = re.search(r"unexpected keyword argument '(\w+)'", str(exc))
+    parts = urlsplit(url)
+    if not refused or refused.group(1) not in {k for k, _ in parse_qsl(parts.query)}:
+        return None
+    name = refused.group(1)
+    hint = (
+        "TLS settings need a rediss:// URL"
+        if name.startswith("ssl") and not parts.scheme.startswith("rediss")
+        else "check its spelling against redis-py's connection arguments"
+    )
+    return IckConfigError(
+        f"redis.url {redact(url)!r} has a query parameter {name!r} that this connection "
+        f"does not take: {hint}"
+    )

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import bounds
 from .errors import IckConfigError
+from .words import plural
 
 Pairs = list[tuple[str, float]]
 
@@ -64,7 +65,7 @@ def check_pairs(
     gem's ickadd does. Members and scores of the common types are checked in C (map), not
     per pair."""
     if len(members) != len(scores):
-        raise IckConfigError(f"{len(members)} members but {len(scores)} scores")
+        raise IckConfigError(f"{plural(len(members), 'member')} but {plural(len(scores), 'score')}")
     floats: list[float] | None = None
     if set(map(type, scores)) <= NUMBERS:
         try:

@@ -16,10 +16,11 @@
 
 Connection: ``--url`` or ``REDIS_URL`` (default ``redis://localhost:6379/0``; ``rediss://``
 for TLS, with ``?ssl_ca_certs=/path/ca.crt`` for a private CA; ``redis+sentinel://h1,h2/SERVICE``
-for the primary that Sentinel names), ``--cluster`` (auto, true, false). Without
-``--shards`` the count recorded in Redis is used. Exit codes: 0 done, 1 error (one line on
-stderr, never a traceback or a password), 2 bad usage, 3 not found, nothing written (or a
-question answered no), 130 interrupted, 141 the output's reader went away (``| head``).
+for the primary that Sentinel names), ``--cluster`` (auto, true, false), ``--retry-timeout``
+or ``PYSPARK_ICK_RETRY_TIMEOUT`` (default 2 s). Without ``--shards`` the count recorded in
+Redis is used. Exit codes: 0 done, 1 error (one line on stderr, never a traceback or a
+password), 2 bad usage, 3 not found, nothing written (or a question answered no), 130
+interrupted, 141 the output's reader went away (``| head``).
 Tables need the ``cli`` extra (rich); ``--json`` does not.
 """
 
@@ -35,10 +36,10 @@ import redis
 from ..connection import DEFAULT_URL, connect
 from ..errors import IckConfigError, IckError
 from ..existence import Missing
-from ..redis_errors import translate
+from ..redis_errors import in_cli_terms, translate
 from ..urls import scrub, where
 from .output import Declined, NotFound
-from .parser import build_parser
+from .parser import build_parser, retry_timeout
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_PIPE = 1, 2, 3, 141
 
@@ -66,7 +67,7 @@ def run(argv: Sequence[str] | None) -> int:
             url,
             cluster=getattr(args, "cluster", "auto"),
             timeout=getattr(args, "timeout", 5.0),
-            retry_timeout=2.0,
+            retry_timeout=retry_timeout(args),
         )
         args.where = where(url)
         try:
@@ -83,10 +84,16 @@ def run(argv: Sequence[str] | None) -> int:
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
         text = str(exc) if isinstance(exc, IckConfigError) else naming(str(exc), url)
-        print(f"pyspark-ick: error: {scrub(text, url)}", file=sys.stderr)
+        print(f"pyspark-ick: error: {in_cli_terms(scrub(text, url))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except OSError as exc:  # what the OS refused that no command foresaw (a file, a socket)
+        if isinstance(exc, BrokenPipeError):
+            raise
+        where_ = f" ({exc.filename})" if exc.filename else ""
+        print(f"pyspark-ick: error: {exc.strerror or exc}{where_}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def naming(message: str, url: str) -> str:

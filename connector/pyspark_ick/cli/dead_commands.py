@@ -11,6 +11,7 @@ from ..clients import Client
 from ..dead_letters import DeadLetter, DeadLetters
 from ..sharded import ShardedIck
 from ..values import as_bytes, text
+from ..words import plural
 from .found import existing
 from .output import NotFound, ask, console, emit, fmt_age, table
 
@@ -53,6 +54,9 @@ def cmd_dead_list(client: Client, args: argparse.Namespace) -> int:
         for letter in found:
             emit(as_json(letter), True, None)
         return 0
+    if not found:
+        print(f"Ick {args.name!r}: no dead letters")
+        return 0
     now = time.time()
     rows = [
         (d.member, str(d.shard), str(d.attempts), fmt_age(now - d.dead_at_ms / 1000), d.error[:100])
@@ -76,8 +80,10 @@ def cmd_dead_count(client: Client, args: argparse.Namespace) -> int:
         emit(report, True, None)
         return 0
     for row in shards:
-        print(f"shard {row['shard']}: {row['dead']} dead letters, {row['retrying']} retrying")
-    print(f"Ick {args.name!r}: {sum(dead)} dead letters, {sum(retrying)} waiting for a retry")
+        dead_ = plural(row["dead"], "dead letter")
+        print(f"shard {row['shard']}: {dead_}, {row['retrying']} retrying")
+    dead_ = plural(sum(dead), "dead letter")
+    print(f"Ick {args.name!r}: {dead_}, {sum(retrying)} waiting for a retry")
     return 0
 
 
@@ -90,9 +96,9 @@ def apply(client: Client, args: argparse.Namespace, mode: str, did: str) -> int:
         raise no_dead_letter(args.name, others)
     if mode == "purge" and not args.members and not args.yes:
         total = sum(found.count())
-        ask(f"Purge all {total} dead letters of Ick {args.name!r}?", "not purged")
+        ask(f"Purge all {plural(total, 'dead letter')} of Ick {args.name!r}?", "not purged")
     done = found.redrive(dead or None) if mode == "redrive" else found.purge(dead or None)
-    print(f"Ick {args.name!r}: {done} dead letters {did}")
+    print(f"Ick {args.name!r}: {plural(done, 'dead letter')} {did}")
     if others:
         raise no_dead_letter(args.name, others)
     return 0

@@ -12,6 +12,7 @@ from ..dehydrator_view import peek, stats
 from ..registry import shards_to_use
 from ..release import release
 from ..values import text
+from ..words import plural
 from .found import existing
 from .output import NotFound, console, dehydrator_peek_table, dehydrator_table, emit, watch
 
@@ -75,6 +76,8 @@ def cmd_dh_peek(client: Client, args: argparse.Namespace) -> int:
     found = peek(client, args.name, shards, args.n)
     if args.json:
         emit([list(row) for row in found], True, None)
+    elif not found:
+        print(f"dehydrator {args.name!r}: nothing parked")
     else:
         console().print(dehydrator_peek_table(args.name, found))
     return 0
@@ -87,12 +90,12 @@ def cmd_dh_release(client: Client, args: argparse.Namespace) -> int:
         print(
             f"shard {i}: "
             + (f"lease of {owner!r} dropped" if owner else "no lease held")
-            + f", {done.open_claims[i]} open claims stay"
+            + f", {plural(done.open_claims[i], 'open claim')} kept"
         )
     left = sum(done.open_claims)
     print(
         f"dehydrator {args.name!r} released: the next query starts at once"
-        + (f" and delivers the {left} open claims first" if left else "")
+        + (f" and delivers the {plural(left, 'open claim')} first" if left else "")
         + " (give it a new checkpointLocation if the old one is lost)"
     )
     return 0

@@ -14,12 +14,14 @@ from ..errors import IckError
 from ..existence import shards_of
 from ..holds import holders, in_use
 from ..keys import IckKeys, shard_names
+from ..listen import host_port, listen_failed
 from ..observe import peek, server_time, stats, summary
 from ..registry import recorded, resharding, shards_to_use
 from ..release import release
 from ..reshard import reshard
 from ..retries import release_due
 from ..sharded import ShardedIck
+from ..words import plural
 from .found import existing, not_found
 from .output import ask, console, emit, peek_tables, stats_table, watch
 
@@ -38,7 +40,7 @@ def cmd_stats(client: Client, args: argparse.Namespace) -> int:
         return watch(show, args.watch, args.json)
     report = summary(client, args.name, shards)
     if target is not None and not args.json:
-        print(f"Ick {args.name!r} is being resharded to {target} shards", file=sys.stderr)
+        print(f"Ick {args.name!r} is being resharded to {plural(target, 'shard')}", file=sys.stderr)
     emit(report if args.json else stats_table(report), args.json, None if args.json else console())
     return 0
 
@@ -47,9 +49,12 @@ def cmd_add(client: Client, args: argparse.Namespace) -> int:
     shards = shards_to_use(client, args.name, args.shards)
     score = server_time(client) if args.score is None else args.score
     members = list(dict.fromkeys(args.members))
-    new, changed = ShardedIck(client, args.name, shards).add_pairs(members, [score] * len(members))
+    sharded = ShardedIck(client, args.name, shards)
+    new, changed = sharded.add_pairs(members, [score] * len(members), lane=args.lane)
+    lane = " (backfill lane)" if args.lane == "backfill" else ""
     print(
-        f"Ick {args.name!r}: {new} new, {changed} lowered, {len(members) - new - changed} unchanged"
+        f"Ick {args.name!r}: {new} new, {changed} lowered, "
+        f"{len(members) - new - changed} unchanged{lane}"
     )
     return 0
 
@@ -71,6 +76,8 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
     try:
         server = serve(client, args.port, args.bind, args.where)
+    except OSError as exc:
+        raise listen_failed(exc, args.bind, args.port, "metrics") from None
     except ModuleNotFoundError as exc:
         if exc.name != "prometheus_client":
             raise
@@ -78,7 +85,7 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
             "metrics need the prometheus-client package (the metrics extra): python3 -m pip "
             "install prometheus-client, or '.[metrics]' in a clone of pyspark-ick"
         ) from None
-    print(f"serving http://{args.bind}:{args.port}/metrics (Ctrl-C stops)", flush=True)
+    print(f"serving http://{host_port(args.bind, args.port)}/metrics (Ctrl-C stops)", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
@@ -88,8 +95,11 @@ def cmd_metrics(client: Client, args: argparse.Namespace) -> int:
 
 def cmd_del(client: Client, args: argparse.Namespace) -> int:
     shards = existing(client, args)
-    report = stats(client, args.name, shards)
-    size = report["totals"]["queued"] + report["totals"]["reserved"]
+    found = summary(client, args.name, shards)["totals"]
+    kinds = (
+        f"{found['queued']} queued, {found['reserved']} reserved, {found['retrying']} retrying, "
+        f"{plural(found['dead'], 'dead letter')}"
+    )
     masters = shard_names(args.name, shards)
     held = holders(
         client, [(IckKeys(m).lease, f"Ick {args.name!r} shard {i}") for i, m in enumerate(masters)]
@@ -104,13 +114,14 @@ def cmd_del(client: Client, args: argparse.Namespace) -> int:
         )
     if not args.yes:
         ask(
-            f"Delete Ick {args.name!r} ({shards} shard{'s' if shards > 1 else ''}, "
-            f"{size} members)" + (f", consumed by {held[0].owner!r} now" if held else "") + "?",
+            f"Delete Ick {args.name!r} ({plural(shards, 'shard')}: {kinds})"
+            + (f", consumed by {held[0].owner!r} now" if held else "")
+            + "?",
             "not deleted",
         )
     removed = ShardedIck(client, args.name, shards).delete(keep_leases=bool(held))
     kept = " (the leases stay: a consumer holds one)" if held else ""
-    print(f"deleted Ick {args.name!r}: {size} members, {removed} keys{kept}")
+    print(f"deleted Ick {args.name!r}: {kinds} ({plural(removed, 'key')}){kept}")
     return 0
 
 
@@ -122,12 +133,12 @@ def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
     if not args.yes:
         count = recorded(client, args.name, "ick", f"Ick {args.name!r}") or args.shards
         size = stats(client, args.name, count)["totals"] if count else None
-        members = f", {size['queued'] + size['reserved']} members" if size else ""
+        members = f", {plural(size['queued'] + size['reserved'], 'member')}" if size else ""
         ask(
             (
-                f"Finish the reshard of Ick {args.name!r} to {target} shards{members}?"
+                f"Finish the reshard of Ick {args.name!r} to {plural(target, 'shard')}{members}?"
                 if target is not None
-                else f"Reshard Ick {args.name!r} from {count or '?'} to {args.to} shards"
+                else f"Reshard Ick {args.name!r} from {count or '?'} to {plural(args.to, 'shard')}"
                 f"{members}? Stop its queries first, and the producers that do not read the "
                 "recorded count (the redis-ick gem, code with a fixed count, long-lived "
                 "ShardedIck objects); pyspark-ick's readers and writers refuse it until "
@@ -136,17 +147,20 @@ def cmd_reshard(client: Client, args: argparse.Namespace) -> int:
             "not resharded",
         )
     done = reshard(client, args.name, args.to, args.shards)
+    carried = plural(done.carried, "member's", "members'")
     if done.before == done.after and not (done.moved or done.requeued or done.dropped):
         print(
-            f"Ick {args.name!r} has {done.after} shards already: nothing to move; "
-            f"{done.carried} members' retries or dead letters carried to their shard"
+            f"Ick {args.name!r} has {plural(done.after, 'shard')} already: nothing to move; "
+            f"{carried} retries or dead letters carried to their shard"
         )
         return 0
     print(
-        f"Ick {args.name!r}: {done.before} -> {done.after} shards: {done.moved} members "
-        f"moved, {done.carried} members' retries or dead letters carried, "
-        f"{done.requeued} reserved members back in the queue ({done.closed} "
-        f"reservations closed), {len(done.dropped)} old shards deleted; {done.calls} calls "
+        f"Ick {args.name!r}: {done.before} -> {plural(done.after, 'shard')}: "
+        f"{plural(done.moved, 'member')} moved, "
+        f"{carried} retries or dead letters carried, "
+        f"{plural(done.requeued, 'reserved member')} back in the queue "
+        f"({plural(done.closed, 'reservation')} closed), "
+        f"{plural(len(done.dropped), 'old shard')} deleted; {plural(done.calls, 'call')} "
         f"in {done.seconds:.1f} s (longest {done.longest_ms:.1f} ms). Run its producers and "
         f"queries with shards={done.after}, each query with a new checkpointLocation"
     )
@@ -159,11 +173,12 @@ def cmd_release(client: Client, args: argparse.Namespace) -> int:
         print(
             f"shard {i}: "
             + (f"lease of {owner!r} dropped, " if owner else "no lease held, ")
-            + f"{done.requeued[i]} reserved members back in the queue "
-            f"({done.closed[i]} reservations closed)"
+            + f"{plural(done.requeued[i], 'reserved member')} back in the queue "
+            f"({plural(done.closed[i], 'reservation')} closed)"
         )
     print(
-        f"Ick {args.name!r} released: {sum(done.requeued)} members back in the queue; the next "
+        f"Ick {args.name!r} released: {plural(sum(done.requeued), 'member')} back in the queue; "
+        "the next "
         "query starts at once. Its old query, if restarted from its checkpoint with a batch "
         "in flight, fails (number N was committed already): give it a new checkpointLocation"
     )
@@ -178,8 +193,9 @@ def cmd_retry_due(client: Client, args: argparse.Namespace) -> int:
         while True:
             done = release_due(client, keys, label)
             print(
-                f"Ick {args.name!r}: {done.released} due retries queued, {done.dropped} "
-                f"pending retries dropped (their member is queued or reserved already)",
+                f"Ick {args.name!r}: {plural(done.released, 'due retry', 'due retries')} queued, "
+                f"{plural(done.dropped, 'pending retry', 'pending retries')} dropped (their "
+                "member is queued or reserved already)",
                 flush=True,
             )
             if args.every is None:

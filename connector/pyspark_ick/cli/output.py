@@ -11,6 +11,8 @@ from typing import Any
 
 from ..errors import IckError
 from ..freshness import SLOTS
+from ..lanes import is_time, lane_of, time_of
+from ..words import plural
 
 
 class NotFound(Exception):
@@ -55,8 +57,14 @@ def console() -> Any:
 
 
 def fmt_score(score: float | None) -> str:
+    """A score: a Unix time (``lanes.is_time``) as UTC text, "(backfill)" after one of the
+    backfill lane; any other score as a number."""
     if score is None:
         return "-"
+    if is_time(score):
+        own = time_of(score)
+        shown = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(own)) + "Z"
+        return shown + (" (backfill)" if lane_of(score) == "backfill" else "")
     return f"{score:.3f}".rstrip("0").rstrip(".")
 
 
@@ -81,10 +89,10 @@ def fmt_lease(row: dict[str, Any]) -> str:
     if not owner:
         return "-"
     expires = row["lease_expires_in_ms"]
-    return owner if expires is None else f"{owner} ({expires / 1000:.1f}s)"
+    return owner if expires is None else f"{owner} (expires in {expires / 1000:.1f}s)"
 
 
-TEXT_COLUMNS = frozenset({"key", "member", "id", "element", "lease", "lease owner", "error"})
+TEXT_COLUMNS = frozenset({"member", "id", "element", "error"})
 """Columns shown left-aligned (the others are numbers, right-aligned)."""
 
 
@@ -94,10 +102,11 @@ def table(
     rows: Iterable[Sequence[str]],
     total: Sequence[str] | None = None,
     dimmed: Collection[int] = (),
+    caption: str | None = None,
 ) -> Any:
     """A rich table of ``rows`` (the rows of index ``dimmed`` dim: shards that do not
-    exist) and a bold ``total`` row under a rule."""
-    shown = _rich().table.Table(title=title)
+    exist), a bold ``total`` row under a rule, and a ``caption`` line under it all."""
+    shown = _rich().table.Table(title=title, caption=caption, caption_justify="left")
     for column in columns:
         shown.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
     for i, row in enumerate(rows):
@@ -111,7 +120,7 @@ def table(
 def of_shards(kind: str, report: dict[str, Any]) -> str:
     """The title of a per-shard report: "Ick docs (4 shards)"."""
     shards = report["shards"]
-    return f"{kind} {report['name']} ({shards} shard{'s' if shards > 1 else ''})"
+    return f"{kind} {report['name']} ({plural(shards, 'shard')})"
 
 
 Column = tuple[str, Callable[[dict[str, Any]], str]]
@@ -123,40 +132,46 @@ def field(name: str, fmt: Callable[[Any], str] = str) -> Callable[[dict[str, Any
     return lambda row: fmt(row[name]) if name in row else ""
 
 
+def leases(report: dict[str, Any]) -> str:
+    """The line under a per-shard table: each lease held, by shard (owner, expiry)."""
+    held = [f"shard {r['shard']}: {fmt_lease(r)}" for r in report["rows"] if r.get("lease_owner")]
+    return "leases: " + ("; ".join(held) if held else "none held")
+
+
 def shard_report(kind: str, report: dict[str, Any], columns: Sequence[Column]) -> Any:
-    """A per-shard report as a table: a row per shard (dim when it does not exist), then
-    the totals."""
+    """A per-shard report as a table of ``columns`` (the shard first): a row per shard (dim
+    when it does not exist), the totals, and the leases on a line under it."""
 
     def cells(row: dict[str, Any]) -> list[str]:
         if not row.get("exists", True):
-            return [str(row["shard"]), row["key"], *["-"] * (len(columns) - 2)]
+            return [str(row["shard"]), *["-"] * (len(columns) - 1)]
         return [show(row) for _, show in columns]
 
     missing = [i for i, row in enumerate(report["rows"]) if not row.get("exists", True)]
     total = cells({**report["totals"], "shard": "total"})
     headings = [name for name, _ in columns]
-    return table(of_shards(kind, report), headings, map(cells, report["rows"]), total, missing)
+    rows = map(cells, report["rows"])
+    return table(of_shards(kind, report), headings, rows, total, missing, leases(report))
 
 
-def lease_of(row: dict[str, Any]) -> str:
-    return fmt_lease(row) if "lease_owner" in row else ""
+def fmt_oldest(row: dict[str, Any]) -> str:
+    """The oldest score: its age when it is a Unix time of the past, else the score."""
+    if row.get("age_s") is not None:
+        return fmt_age(row["age_s"])
+    return fmt_score(row.get("oldest_score"))
 
-
-SHARD = (("shard", field("shard")), ("key", field("key")))
-"""The first columns of every per-shard report."""
 
 ICK_STATS: tuple[Column, ...] = (
-    *SHARD,
+    ("shard", field("shard")),
     *((name, field(name)) for name in ("queued", "reserved", "retrying", "dead")),
-    ("open res.", field("open_reservations", fmt_count)),
-    ("oldest score", field("oldest_score", fmt_score)),
-    ("age", field("age_s", fmt_age)),
-    ("lease owner", lease_of),
+    ("open", field("open_reservations", fmt_count)),
+    ("oldest", fmt_oldest),
 )
+"""The columns of ``stats`` (80 columns wide, with room for one more: test_cli)."""
 
 
 FRESH_STATS: tuple[Column, ...] = (
-    *SHARD,
+    ("shard", field("shard")),
     ("committed", field("fresh_count", fmt_count)),
     ("p50", field("fresh_p50_s", fmt_age)),
     ("p99", field("fresh_p99_s", fmt_age)),
@@ -168,19 +183,51 @@ FRESH_STATS: tuple[Column, ...] = (
 
 
 def stats_table(report: dict[str, Any]) -> Any:
-    """The Ick's sizes per shard, then the freshness of its last window's commits."""
-    fresh = shard_report("Ick", report, FRESH_STATS)
-    fresh.title = f"{of_shards('Ick', report)}: waits of members committed, last {SLOTS} min"
-    return _rich().console.Group(shard_report("Ick", report, ICK_STATS), fresh)
+    """The Ick's per-shard table; under it, while a backfill waits, each lane's backlog
+    and oldest age (the live lane first: what users wait for); then how long the
+    members committed in the last window waited (a table of its own, so both fit 80
+    columns)."""
+    shown: list[Any] = [shard_report("Ick", report, ICK_STATS)]
+    lanes = report["totals"].get("lanes")
+    if lanes and lanes["backfill"]["queued"]:
+        line = "; ".join(
+            f"{name}: {lane['queued']} queued, oldest {fmt_age(lane['age_s'])}"
+            for name, lane in lanes.items()
+        )
+        shown.append(f"lanes: {line}")
+    return _rich().console.Group(*shown, fresh_table(report))
+
+
+def fresh_table(report: dict[str, Any]) -> Any:
+    """Per shard and in total: members committed in the last window, their waits' p50
+    and p99, the live lane's p99, and the untimed members committed in all."""
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        if not row.get("exists", True):
+            return [str(row["shard"]), *["-"] * (len(FRESH_STATS) - 1)]
+        return [show(row) for _, show in FRESH_STATS]
+
+    missing = [i for i, row in enumerate(report["rows"]) if not row.get("exists", True)]
+    return table(
+        f"{of_shards('Ick', report)}: waits of members committed, last {SLOTS} min",
+        [name for name, _ in FRESH_STATS],
+        map(cells, report["rows"]),
+        cells({**report["totals"], "shard": "total"}),
+        missing,
+    )
 
 
 def peek_tables(found: dict[str, list[tuple[str, float, int]]]) -> list[Any]:
+    """A table per part (queued, reserved) of its lowest members; "reserved: none" for an
+    empty part."""
     return [
         table(
             f"{part}: lowest scores",
             ("member", "score", "shard"),
             [(member, fmt_score(score), str(shard)) for member, score, shard in rows],
         )
+        if rows
+        else f"{part}: none"
         for part, rows in found.items()
     ]
 
@@ -191,11 +238,10 @@ def fmt_ms(ms: int) -> str:
 
 
 DEHYDRATOR_STATS: tuple[Column, ...] = (
-    *SHARD,
+    ("shard", field("shard")),
     *((name, field(name)) for name in ("parked", "due")),
     ("next due in", field("next_due_ms", fmt_ms)),
     *((name.replace("_", " "), field(name)) for name in ("open_claims", "claimed")),
-    ("lease", lease_of),
 )
 
 

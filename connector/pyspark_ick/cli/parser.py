@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import Any
 
 from .. import __version__
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError
 from ..keys import MAX_SHARDS, check_name, check_shards
+from ..lanes import LANES
+from ..listen import port_arg
 from ..options import parse_duration_ms
 from ..web.command import cmd_web, web_options
 from .dead_commands import cmd_dead_count, cmd_dead_list, cmd_dead_purge, cmd_dead_redrive
@@ -70,7 +73,11 @@ def score_arg(value: str) -> float:
 
 
 def seconds_arg(value: str) -> float:
-    score = score_arg(value)
+    """A number of seconds above 0 (not inf, not NaN)."""
+    try:
+        score = float(value)
+    except ValueError:
+        score = math.nan
     if not 0 < score < math.inf:
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {value!r}")
     return score
@@ -105,6 +112,26 @@ def listed(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--json", action="store_true", help="JSON output")
 
 
+RETRY_TIMEOUT_ENV = "PYSPARK_ICK_RETRY_TIMEOUT"
+CLI_RETRY_TIMEOUT = 2.0
+"""Seconds the CLI retries an unanswered Redis by default: an operator waits for it."""
+
+
+def retry_timeout(args: argparse.Namespace) -> float:
+    """``--retry-timeout``, else ``$PYSPARK_ICK_RETRY_TIMEOUT``, else 2 seconds;
+    IckConfigError for an environment value that is no number of seconds."""
+    given = getattr(args, "retry_timeout", None)
+    if given is not None:
+        return float(given)
+    raw = os.environ.get(RETRY_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return CLI_RETRY_TIMEOUT
+    try:
+        return seconds_arg(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise IckConfigError(f"${RETRY_TIMEOUT_ENV}: {exc}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     # Connection options are accepted before or after the command (SUPPRESS keeps a value
     # given before the command from being overwritten by the subcommand's default).
@@ -128,6 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="socket timeout in seconds (default 5)",
     )
+    common.add_argument(
+        "--retry-timeout",
+        type=seconds_arg,
+        default=argparse.SUPPRESS,
+        metavar="SECONDS",
+        help=f"how long to retry while Redis does not answer (restarting, failing over), as "
+        f"option redis.retryTimeout (default: ${RETRY_TIMEOUT_ENV} or {CLI_RETRY_TIMEOUT:g})",
+    )
     shards = argparse.ArgumentParser(add_help=False)
     shards.add_argument(
         "--shards",
@@ -147,8 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     def command(
         parent: Any, name: str, run: Any, help: str, named: bool = True
     ) -> argparse.ArgumentParser:
-        """A subcommand (with the Ick's or dehydrator's NAME unless ``named`` is false)."""
-        sub = parent.add_parser(name, parents=[common, shards], help=help, description=help)
+        """A subcommand (with the Ick's or dehydrator's NAME and ``--shards`` unless ``named``
+        is false: web and metrics read every name's recorded count)."""
+        parents = [common, shards] if named else [common]
+        sub = parent.add_parser(name, parents=parents, help=help, description=help)
         sub.set_defaults(run=run)
         if named:
             sub.add_argument("name", type=name_arg, metavar="NAME")
@@ -165,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="score of every member (default: Redis server time)",
     )
+    sub.add_argument(
+        "--lane",
+        choices=LANES,
+        default="live",
+        help="backfill: queue them behind every live member (default: live)",
+    )
 
     sub = command(commands, "peek", cmd_peek, "lowest queued and reserved members (read-only)")
     listed(sub)
@@ -176,8 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
         "serve Prometheus metrics of every Ick and dehydrator at /metrics",
         named=False,
     )
-    sub.add_argument("--port", type=positive_int, required=True, help="HTTP port")
-    sub.add_argument("--bind", default="127.0.0.1", help="address (default 127.0.0.1)")
+    sub.add_argument("--port", type=port_arg, required=True, help="HTTP port")
+    sub.add_argument(
+        "--bind", default="127.0.0.1", metavar="ADDRESS", help="address (default 127.0.0.1)"
+    )
 
     sub = command(
         commands,

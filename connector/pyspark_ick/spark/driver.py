@@ -20,6 +20,7 @@ class ShardLog(Protocol):
     label: str
     lease: Lease
     fates: dict[str, int]  # members its commits retried ("retried") or buried ("dead")
+    ahead: bool  # its next reserves are the job ahead's (numbered_log.NumberedLog)
 
     def reserve(self, limit: int | None, after: int, fence: Fence) -> Reserved: ...
     def commit(self, through: int, fence: Fence) -> int: ...
@@ -57,12 +58,18 @@ class Driver:
         self.rotation = (self.rotation + 1) % len(self.logs)
 
     def reserve(
-        self, after: list[int], limit: ReadLimit, held: list[int] | None = None
+        self,
+        after: list[int],
+        limit: ReadLimit,
+        held: list[int] | None = None,
+        ahead: bool = False,
     ) -> tuple[list[int], list[int]]:
         """Reserve each shard's share of ``limit`` past ``after`` (``held``: items of those
-        ranges reserved and budgeted already, by the job ahead); returns (last numbers,
-        items in the ranges past ``after``)."""
+        ranges reserved and budgeted already, by the job ahead; ``ahead``: this is the job
+        ahead); returns (last numbers, items in the ranges past ``after``)."""
         self.leases.check()
+        for shard_log in self.logs:
+            shard_log.ahead = ahead
         rows, shards = max_rows(limit), len(self.logs)
         share: list[int | None] = (
             [None] * shards if rows is None else list(shares(rows, shards, self.rotation))

@@ -28,6 +28,7 @@ from ..keys import IckKeys, shard_names
 from ..option_table import ICK_STREAM
 from ..options import Options
 from ..retries import group_failures, hand_back
+from ..words import plural
 from .ick_reader import retry_policy
 
 logger = logging.getLogger("pyspark_ick.failures")
@@ -63,7 +64,7 @@ class Target:
             for (shard, reservation, delivery), failures in group_failures(chunk).items():
                 if not 0 <= shard < self.shards:
                     raise IckConfigError(
-                        f"Ick {self.ick!r} has {self.shards} shards; a failed row names "
+                        f"Ick {self.ick!r} has {plural(self.shards, 'shard')}; a failed row names "
                         f"shard {shard}: hand back the rows of this Ick's batch"
                     )
                 master = shard_names(self.ick, self.shards)[shard]

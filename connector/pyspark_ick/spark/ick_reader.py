@@ -17,7 +17,9 @@ recorded in Redis, else 1),
 ``memberType`` (``string`` | ``binary``),
 ``maxMembersPerTrigger`` (default 500000, split across shards), ``consumerId``,
 ``leaseTimeout`` (default ``60s``), ``minMembersPerPartition`` (default 100000: a
-micro-batch is read in ``max(1, members // this)`` tasks, a shard's big batch by several).
+micro-batch is read in ``max(1, members // this)`` tasks, a shard's big batch by several),
+``backfillShare`` (default 0.1: the part of a batch kept for the backfill lane while live
+members wait, docs/design.md §2.1).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from ..options import Options
 from ..reservations import ReservationLog
 from ..retries import RetryPolicy
 from ..sharded import ShardedIck
+from ..words import plural
 from .source import Offset, ReservationStreamReader, StreamOptions
 
 
@@ -125,6 +128,7 @@ class ReaderOptions(StreamOptions):
     ick: str
     binary: bool  # memberType=binary
     policy: RetryPolicy  # maxAttempts, retryBackoff, retryBackoffMax
+    backfill_share: float = 0.1  # backfillShare
 
     @classmethod
     def parse(cls, raw: Any, use: str | tuple[str, ...] = ICK_STREAM) -> ReaderOptions:
@@ -132,7 +136,14 @@ class ReaderOptions(StreamOptions):
         stream = Options(raw, "ick")  # checked as ``use``: a batch read has no stream options
         ick, binary = o.get("ick"), options_binary(o)
         policy = retry_policy(stream)
-        return cls(**StreamOptions.common(stream, "Members"), ick=ick, binary=binary, policy=policy)
+        share = stream.get("backfillShare")
+        return cls(
+            **StreamOptions.common(stream, "Members"),
+            ick=ick,
+            binary=binary,
+            policy=policy,
+            backfill_share=share,
+        )
 
     def sharded(self) -> ShardedIck:
         return ShardedIck(self.connection.client(), self.ick, self.shards)
@@ -237,12 +248,16 @@ class IckStreamReader(ReservationStreamReader):
         self.opts.sharded().check_shards()
 
     def backlog_report(self, logs: list[Any]) -> dict[str, Any]:
-        """Members queued, the age of the oldest (when scores are Unix times), and how
-        long the members committed in the last window waited (freshness.py)."""
+        """Members queued (both lanes; the backfill's apart too), the age of the oldest
+        live one (when scores are Unix times), and how long the members committed in the
+        last window waited (freshness.py)."""
         sharded = self.opts.sharded()
         stats = [sharded.shard(i).stats() or {} for i in range(self.shards)]
         lows = [s["pset_min"] for s in stats if s.get("pset_min") is not None]
-        report: dict[str, Any] = {"backlog": sum(s.get("pset_size", 0) for s in stats)}
+        report: dict[str, Any] = {
+            "backlog": sum(s.get("pset_size", 0) for s in stats),
+            "backfillBacklog": sum(s.get("backfill_size", 0) for s in stats),
+        }
         now = server_time(sharded.client)
         oldest = age(now, min(lows)) if lows else None
         if oldest is not None:
@@ -265,6 +280,7 @@ class IckStreamReader(ReservationStreamReader):
             self.opts.label(shard),
         )
         log.policy = self.opts.policy
+        log.backfill_share = self.opts.backfill_share
         return log
 
     def arrow(self, entries: list[Manifest], shard: int, label: str) -> Iterator[pa.RecordBatch]:
@@ -292,7 +308,7 @@ class IckStreamReader(ReservationStreamReader):
         if offset is None or set(offset) == {str(i) for i in range(self.shards)}:
             return
         raise ShardCountError(
-            f"Ick {self.opts.ick!r}: the query's checkpoint names {len(offset)} shards "
+            f"Ick {self.opts.ick!r}: the query's checkpoint names {plural(len(offset), 'shard')} "
             f"({sorted(offset, key=int)}), but the Ick has {self.shards}: it was resharded. "
             "A checkpoint's offsets are reservation numbers of the old shards, whose "
             "reservations the reshard put back into the queue: start the query with a new "

@@ -7,7 +7,8 @@ sink.py runs the tasks: each Arrow batch is converted column-wise (member to str
 binary member as it is; score to seconds since the epoch as a double; invalid rows found
 by compute kernels), grouped by shard and added in bounded calls (ickadd of ``chunkSize``
 members; ickadd_now, scored with Redis server time, when the DataFrame has no score
-column).
+column). Option ``lane=backfill`` moves the scores into the backfill lane's band
+(lanes.py; ickadd_backfill without a score column).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pyspark.sql.types import (
 from ..columns import pack_pairs
 from ..errors import IckConfigError, IckError
 from ..keys import shard_of
+from ..lanes import BACKFILL_OFFSET, Lane, band_error
 from ..option_table import ICK_WRITE
 from ..options import Options
 from ..sharded import ShardedIck
@@ -89,6 +91,7 @@ class IckSink(Target):
     member: str
     score: str | None  # None: Redis server time at the add
     skip_invalid: bool
+    lane: Lane = "live"  # option lane
 
     kind: ClassVar[str] = "Ick"
     replay: ClassVar[str] = "ickadd is idempotent: writing the same rows again is safe"
@@ -105,7 +108,9 @@ class IckSink(Target):
 
     def send(self, converted: tuple[pa.Array, pa.Array | None, int, int]) -> IckCommitMessage:
         members, scores, skipped, rows = converted
-        return IckCommitMessage(rows, *add(self.sharded(), members, scores, self.chunk), skipped)
+        return IckCommitMessage(
+            rows, *add(self.sharded(), members, scores, self.chunk, self.lane), skipped
+        )
 
 
 # --- the driver: options, schema, Redis checks -----------------------------------------
@@ -162,7 +167,8 @@ def plan(options: Mapping[str, Any], schema: StructType) -> IckSink:
                 f"format('ick'): score column {score!r} has type {kind.simpleString()}; "
                 "expected a numeric or timestamp column"
             )
-    return IckSink(connection, ick, opts.shards(), chunk, member, score, skip)
+    lane = opts.get("lane")
+    return IckSink(connection, ick, opts.shards(), chunk, member, score, skip, lane)
 
 
 def prepare(sink: IckSink, overwrite: bool) -> None:
@@ -246,6 +252,8 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
         if n := _count(bad_score):
             problems.append(f"column {sink.score!r} has {n} null or NaN value{'s' * (n != 1)}")
         bad = pc.or_(bad, bad_score)
+    if scores is not None and sink.score is not None:
+        scores = in_lane(scores, sink.score, sink.lane, sink.name)
     if not problems:
         return members, scores, 0
     if not sink.skip_invalid:
@@ -256,6 +264,24 @@ def convert(batch: pa.RecordBatch, sink: IckSink) -> tuple[pa.Array, pa.Array | 
     keep = pc.invert(bad)
     skipped = batch.num_rows - _count(keep)
     return (members.filter(keep), scores.filter(keep) if scores is not None else None, skipped)
+
+
+def in_lane(scores: pa.Array, column: str, lane: Lane, ick: str) -> pa.Array:
+    """``scores`` (nulls and NaN still in) as queued in ``lane``: the backfill's moved into
+    its band. A score the lane cannot take (lanes.band_error) raises IckError naming the
+    column and option ``lane``, whatever onInvalid says: the rows are valid, the lane not."""
+    live = lane == "live"
+    if live:
+        bad = pc.and_(pc.greater_equal(scores, BACKFILL_OFFSET), pc.is_finite(scores))
+    else:
+        bad = pc.invert(pc.and_(pc.greater_equal(scores, 0.0), pc.less(scores, BACKFILL_OFFSET)))
+        bad = pc.and_(bad, pc.invert(pc.is_nan(scores)))  # NaN: onInvalid's
+    bad = pc.fill_null(bad, False)
+    if n := _count(bad):
+        first = scores.filter(bad)[0].as_py()
+        error = band_error(lane, first, f"format('ick') score column {column!r}", "option 'lane'")
+        raise IckError(f"Ick {ick!r}: {n} row{'s' * (n != 1)}: {error}")
+    return scores if live else pc.add(scores, BACKFILL_OFFSET)
 
 
 def by_shard(
@@ -280,12 +306,18 @@ def by_shard(
 
 
 def add(
-    sharded: ShardedIck, members: pa.Array, scores: pa.Array | None, chunk: int
+    sharded: ShardedIck,
+    members: pa.Array,
+    scores: pa.Array | None,
+    chunk: int,
+    lane: Lane = "live",
 ) -> tuple[int, int]:
-    """Add one batch's rows to their shards; returns (new, changed)."""
+    """Add one batch's rows to their shards (``scores`` in their lane already, ``None``:
+    Redis server time in ``lane``); returns (new, changed)."""
     parts = by_shard(members, scores, sharded.shards)
     if scores is None:
-        return sharded.add_groups({i: (m.to_pylist(), None) for i, (m, _) in parts.items()}, chunk)
+        groups = {i: (m.to_pylist(), None) for i, (m, _) in parts.items()}
+        return sharded.add_groups(groups, chunk, lane)
     return sharded.add_packed(
         {i: pack_pairs(m, s, chunk) for i, (m, s) in parts.items() if s is not None}
     )

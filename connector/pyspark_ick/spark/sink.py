@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..connection import ConnectionSpec
+from ..words import plural
 from .compat import ARROW_STREAM_WRITER, StreamWriterBase, arrow_from_rows
 from .task import start_task
 
@@ -68,7 +69,7 @@ class Target:
 
     @property
     def label(self) -> str:
-        return f"{self.kind} {self.name!r} ({self.shards} shards)"
+        return f"{self.kind} {self.name!r} ({plural(self.shards, 'shard')})"
 
 
 class SinkPlan(Protocol):
@@ -134,7 +135,7 @@ class BatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total, _ = totals(self.plan, messages)
-        logger.info("wrote to %s in %d tasks: %s", self.plan.label, len(messages), total)
+        logger.info("wrote to %s in %s: %s", self.plan.label, plural(len(messages), "task"), total)
         if total.warning():
             logger.warning("write to %s: %s", self.plan.label, total.warning())
 
@@ -166,7 +167,11 @@ class StreamWriter(StreamWriterBase):  # type: ignore[misc]
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         total, _ = totals(self.plan, messages)
         logger.info(
-            "batch %d wrote to %s in %d tasks: %s", batchId, self.plan.label, len(messages), total
+            "batch %d wrote to %s in %s: %s",
+            batchId,
+            self.plan.label,
+            plural(len(messages), "task"),
+            total,
         )
         if total.warning():
             logger.warning("batch %d to %s: %s", batchId, self.plan.label, total.warning())

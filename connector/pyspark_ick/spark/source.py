@@ -278,7 +278,7 @@ class ReservationStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
 
         def job() -> list[int] | None:
             state.commit(done)
-            return None if limit is None else state.reserve(end, limit)[1]
+            return None if limit is None else state.reserve(end, limit, ahead=True)[1]
 
         self._ahead = Ahead(job, done, end)
 

@@ -28,9 +28,11 @@ from werkzeug.exceptions import HTTPException
 from ..dead_letters import Cursor, DeadLetters
 from ..errors import IckConfigError, IckError
 from ..existence import Missing
-from ..redis_errors import translate
+from ..lanes import is_time, lane_of, time_of
+from ..redis_errors import in_cli_terms, translate
 from ..sharded import ShardedIck
 from ..values import as_bytes
+from ..words import noun_for, ordinal, plural
 from . import guard, pages, plots
 from .history import History, throughput
 
@@ -77,6 +79,28 @@ def fmt_number(value: float | None) -> str:
     return f"{value:,.3f}".rstrip("0").rstrip(".")
 
 
+def fmt_score(score: float | None) -> str:
+    """A score as the other columns show theirs: a Unix time (``lanes.is_time``) as UTC
+    text, "(backfill)" after one of the backfill lane; any other score as a number."""
+    if score is None:
+        return "-"
+    if not is_time(score):
+        return fmt_number(score)
+    return fmt_when(time_of(score) * 1000) + (" (backfill)" if lane_of(score) == "backfill" else "")
+
+
+def score_age(score: float | None, now: float) -> str:
+    """How long ago a score that is a Unix time was ("-" for any other, or one a day ahead)."""
+    if score is None or not is_time(score) or time_of(score) > now + 86400:
+        return "-"
+    return fmt_age(now - time_of(score))
+
+
+def fmt_plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` (thousands separated) and ``noun``, plural unless it is 1: "1 dead letter"."""
+    return f"{fmt_number(count)} {noun_for(count, noun, many)}"
+
+
 def parse_cursor(raw: str | None) -> Cursor:
     """``"<shard>:<index>"`` (the dead-letter page's ``at``) as a Cursor."""
     if not raw:
@@ -108,7 +132,15 @@ def create_app(
         MAX_CONTENT_LENGTH=4 * 1024 * 1024,
     )
     actions = allow_actions and token is not None
-    app.jinja_env.filters.update(age=fmt_age, when=fmt_when, number=fmt_number)
+    app.jinja_env.filters.update(
+        age=fmt_age,
+        when=fmt_when,
+        number=fmt_number,
+        plural=fmt_plural,
+        ordinal=ordinal,
+        score=fmt_score,
+        score_age=score_age,
+    )
 
     @app.context_processor
     def common() -> dict[str, Any]:
@@ -141,7 +173,7 @@ def create_app(
     def redis_failed(exc: Exception) -> Any:
         if isinstance(exc, redis.RedisError):
             exc = translate(exc)
-        text = scrub(str(exc))
+        text = in_cli_terms(scrub(str(exc)))
         if where not in text:  # every error that depends on the server names it
             text += f" (Redis at {where})"
         logger.warning("console: %s: %s", request.path, text)
@@ -230,15 +262,15 @@ def create_app(
             note = ""
         what = "all that match" if form.get("scope") == "matching" else "selected"
         logger.warning(
-            "console: %d dead letters of Ick %r %s (%s; error filter %r, member filter %r)",
-            done,
+            "console: %s of Ick %r %s (%s; error filter %r, member filter %r)",
+            plural(done, "dead letter"),
             name,
             MODES[mode],
             what,
             error,
             member,
         )
-        flash(f"{done:,} dead letters {MODES[mode]} ({what}){note}")
+        flash(f"{fmt_plural(done, 'dead letter')} {MODES[mode]} ({what}){note}")
         return redirect(
             "/dead?" + urlencode({"ick": name, "error": error, "member": member}), code=303
         )
@@ -263,6 +295,7 @@ def create_app(
             logger.warning("console: a sign-in with a wrong token was refused")
             return render_template("message.html", title="Refused", text="wrong token"), 403
         session["signed_in"] = True
+        guard.rotate_csrf(session)
         flash("signed in: actions are allowed in this browser until you sign out")
         return redirect(url_for("overview"), code=303)
 

@@ -5,7 +5,6 @@ waitress) on the CLI's connection. Flask and waitress are imported only when it 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 from ..clients import Client
 from ..connection import DEFAULT_URL
 from ..errors import IckConfigError, IckError
+from ..listen import host_port, listen_failed, loopback, port_arg
 from ..urls import redact, scrub, secrets, where
 from .guard import TOKEN_ENV, load_token
 
@@ -34,9 +34,12 @@ def web_options(sub: argparse.ArgumentParser) -> None:
     """The options of ``pyspark-ick web`` (no abbreviations: ``--token`` must not pass
     for ``--token-file``, and no option takes the token itself)."""
     sub.allow_abbrev = False
-    sub.add_argument("--port", type=int, default=8642, help="HTTP port (default 8642)")
+    sub.add_argument("--port", type=port_arg, default=8642, help="HTTP port (default 8642)")
     sub.add_argument(
-        "--bind", default="127.0.0.1", help="address to listen on (default 127.0.0.1 only)"
+        "--bind",
+        default="127.0.0.1",
+        metavar="ADDRESS",
+        help="address to listen on (default 127.0.0.1; a non-loopback one is logged as a warning)",
     )
     sub.add_argument(
         "--allow-actions",
@@ -54,13 +57,6 @@ def web_options(sub: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often the console samples every Ick and dehydrator for its plots (default 5)",
     )
-
-
-def loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return address == "localhost"
 
 
 def cmd_web(client: Client, args: argparse.Namespace) -> int:
@@ -100,11 +96,15 @@ def cmd_web(client: Client, args: argparse.Namespace) -> int:
         scrub=lambda text: scrub(text, url),
         passwords=secrets(url),
     )
-    server: Any = create_server(app, host=args.bind, port=args.port, threads=4)
+    try:
+        server: Any = create_server(app, host=args.bind, port=args.port, threads=4)
+    except (OSError, ValueError) as exc:  # waitress: ValueError for a name it cannot resolve
+        raise listen_failed(exc, args.bind, args.port, "web") from None
     sampler.start()
     mode = "actions allowed (sign in with the token)" if args.allow_actions else "read-only"
     print(
-        f"pyspark-ick console on http://{args.bind}:{server.effective_port}/ ({mode}) for "
+        f"pyspark-ick console on http://{host_port(args.bind, server.effective_port)}/ ({mode}) "
+        f"for "
         f"{redact(url)}; Ctrl-C stops",
         flush=True,
     )

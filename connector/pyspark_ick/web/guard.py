@@ -29,7 +29,15 @@ def load_token(token_file: str | None) -> str | None:
         try:
             token = Path(token_file).read_text().strip()
         except OSError as exc:  # the path is not repeated: it might be the token itself
-            raise IckConfigError(f"--token-file: cannot read that file ({exc.strerror})") from None
+            raise IckConfigError(
+                f"--token-file: cannot read that file ({exc.strerror}): give a readable file "
+                "whose first line is the token"
+            ) from None
+        except UnicodeDecodeError:
+            raise IckConfigError(
+                "--token-file: that file is not UTF-8 text: give a file whose first line is "
+                "the token"
+            ) from None
         source = "--token-file"
     else:
         token = os.environ.get(TOKEN_ENV, "").strip()
@@ -56,6 +64,12 @@ def csrf_token(session: Any) -> str:
     if "csrf" not in session:
         session["csrf"] = secrets.token_urlsafe(32)
     return str(session["csrf"])
+
+
+def rotate_csrf(session: Any) -> None:
+    """A new CSRF token for a session that just signed in: a token seen before (in a page
+    cached or shown while signed out) authorizes no action."""
+    session["csrf"] = secrets.token_urlsafe(32)
 
 
 def refusal(
