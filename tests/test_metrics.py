@@ -129,13 +129,13 @@ def test_freshness_is_a_histogram_promtool_accepts(client):
     import urllib.request
 
     from pyspark_ick import Ick
-    from pyspark_ick.lanes import backfill_score
     from pyspark_ick.metrics import serve
     from pyspark_ick.observe import server_time
 
     now = server_time(client)
-    added = {"a": now - 0.75, "b": now - 45.0, "c": backfill_score(now - 45.0), "p": 7.0}
-    ShardedIck(client, "fresh_docs", 1).add(added)  # its count recorded: the exporter reads it
+    docs = ShardedIck(client, "fresh_docs", 1)  # its count recorded: the exporter reads it
+    docs.add({"a": now - 0.75, "b": now - 45.0, "p": 7.0})
+    docs.add({"c": now - 45.0}, lane="backfill")
     ick = Ick(client, "fresh_docs")
     ick.reserve(10)
     ick.commit("a", "b", "c", "p")
