@@ -62,6 +62,20 @@ local function zadd_lt(key, flat, first, last)
   return call_chunked('ZADD', key, flat, first, last, {'LT', 'CH'})
 end
 
+-- add_at(pset, score, members): every member of `members` into `pset` at `score` (text),
+-- the lower score winning. Returns {new, changed}: members new to the pset, members whose
+-- score went down.
+local function add_at(pset, score, members)
+  local flat = {}
+  for i = 1, #members do
+    flat[2 * i - 1], flat[2 * i] = score, members[i]
+  end
+  local before = redis.call('ZCARD', pset)
+  local ch = zadd_lt(pset, flat, 1, #flat)
+  local new = redis.call('ZCARD', pset) - before
+  return {new, ch - new}
+end
+
 -- zrem_all(key, list, first, last): ZREM key list[first..last]; returns how many left.
 local function zrem_all(key, list, first, last)
   return call_chunked('ZREM', key, list, first, last)

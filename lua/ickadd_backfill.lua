@@ -9,11 +9,4 @@ if #ARGV == 0 then return {0, 0} end
 local t = redis.call('TIME')
 -- %.3f: ms kept as text (tostring's 14 digits would drop them at this size)
 local now = string.format('%.3f', ICK_BACKFILL + tonumber(t[1]) + tonumber(t[2]) / 1e6)
-local flat = {}
-for i = 1, #ARGV do
-  flat[2 * i - 1], flat[2 * i] = now, ARGV[i]
-end
-local before = redis.call('ZCARD', KEYS[2])
-local ch = zadd_lt(KEYS[2], flat, 1, #flat)
-local new = redis.call('ZCARD', KEYS[2]) - before
-return {new, ch - new}
+return add_at(KEYS[2], now, ARGV)

@@ -7,11 +7,4 @@ ick_open(KEYS[1], KEYS[2], KEYS[3], true)
 if #ARGV == 0 then return {0, 0} end
 local t = redis.call('TIME')
 local now = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-local flat = {}
-for i = 1, #ARGV do
-  flat[2 * i - 1], flat[2 * i] = now, ARGV[i]
-end
-local before = redis.call('ZCARD', KEYS[2])
-local ch = zadd_lt(KEYS[2], flat, 1, #flat)
-local new = redis.call('ZCARD', KEYS[2]) - before
-return {new, ch - new}
+return add_at(KEYS[2], now, ARGV)
