@@ -332,7 +332,7 @@ NEWCOMERS_COPY = [
     *(p for p in sorted((ROOT / "examples").rglob("*")) if p.suffix in (".py", ".sh", ".yml")),
     *sorted((ROOT / "connector").rglob("*.py")),
 ]
-EPOCH = re.compile(r"(?<![\w.,])(\d{10}(?:\.\d+)?)(?![\w,])")
+EPOCH = re.compile(r"(?<![\w.,])(\d(?:_?\d){9}(?:\.\d+)?)(?![\w,])")  # 1_700_000_000 too
 
 
 def fixed_epochs(paths: list[Path]) -> list[str]:
@@ -343,7 +343,8 @@ def fixed_epochs(paths: list[Path]) -> list[str]:
     for path in paths:
         for n, text in enumerate(path.read_text().splitlines(), 1):
             for number in EPOCH.findall(text):
-                if TIME_MIN <= float(number) < TIME_MAX:
+                # past TIME_MIN itself: 1_000_000_000 is a billion (ns per second)
+                if TIME_MIN < float(number.replace("_", "")) < TIME_MAX:
                     found.append(f"{rel(path)}:{n}: {number}")
     return found
 
@@ -354,8 +355,10 @@ def test_no_page_or_example_scores_with_a_fixed_old_time(tmp_path: Path) -> None
     copies scores with now-ish times (time.time(), as the writer's default does)."""
     assert fixed_epochs(NEWCOMERS_COPY) == []
     page = tmp_path / "page.md"
-    page.write_text('[("doc:1", 1700000000.0)] at_ms 1795747903848, 1,700,000,000 members\n')
-    assert fixed_epochs([page]) == ["page.md:1: 1700000000.0"]
+    page.write_text(
+        '[("doc:1", 1700000000.0)] at_ms 1795747903848, 1,700,000,000 members, 1_700_000_001\n'
+    )
+    assert fixed_epochs([page]) == ["page.md:1: 1700000000.0", "page.md:1: 1_700_000_001"]
 
 
 USER_PAGES = [
