@@ -12,12 +12,10 @@ from . import bounds, freshness, scripts
 from .clients import Client
 from .dead_letters import DeadLetters
 from .keys import shard_names
-from .lanes import LANES, time_of
+from .lanes import LANES, TIME_MIN, time_of
 from .reservations import describe
 from .sharded import ShardedIck
 from .values import pairs
-
-EPOCH_2001 = 1e9  # scores above this are taken for Unix times (shown with an age)
 
 
 def server_time(client: Client) -> float:
@@ -120,8 +118,9 @@ def lane_total(shards: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def age(now: float, score: float | None) -> float | None:
-    """Seconds since ``score`` when it looks like a Unix time, else None."""
-    if score is None or not EPOCH_2001 <= score <= now + 86400:
+    """Seconds since ``score`` when it reads as a Unix time (from ``lanes.TIME_MIN``, at
+    most a day ahead), else None: the one age rule of the CLI, the console and Spark."""
+    if score is None or not TIME_MIN <= score <= now + 86400:
         return None
     return round(now - score, 3)
 

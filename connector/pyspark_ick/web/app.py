@@ -29,6 +29,7 @@ from ..dead_letters import Cursor, DeadLetters
 from ..errors import IckConfigError, IckError
 from ..existence import Missing
 from ..lanes import is_time, lane_of, time_of
+from ..observe import age
 from ..redis_errors import in_cli_terms, translate
 from ..sharded import ShardedIck
 from ..values import as_bytes
@@ -90,10 +91,10 @@ def fmt_score(score: float | None) -> str:
 
 
 def score_age(score: float | None, now: float) -> str:
-    """How long ago a score that is a Unix time was ("-" for any other, or one a day ahead)."""
-    if score is None or not is_time(score) or time_of(score) > now + 86400:
-        return "-"
-    return fmt_age(now - time_of(score))
+    """How long ago a score that is a Unix time was, either lane (``observe.age``; "-" for
+    any other score, or one a day ahead)."""
+    seconds = None if score is None else age(now, time_of(score))
+    return "-" if seconds is None else fmt_age(seconds)
 
 
 def fmt_plural(count: int, noun: str, many: str | None = None) -> str:
