@@ -160,36 +160,21 @@ def main(argv: list[str] | None = None) -> int:
             "loadavg_end": list(os.getloadavg()),
         },
     )
-    base = "drain, no histogram"
-    report.add(base, done.side("none").median, "s")
-    report.pair(
-        "drain, histogram",
-        done.side("histogram").median,
-        "s",
-        base,
-        done,
-        done.ratio("histogram", "none"),
-    )
-    base = "Redis CPU of a drain, no histogram"
-    report.add(base, busy.side("none").median, "s")
-    report.pair(
-        "Redis CPU of a drain, histogram",
-        busy.side("histogram").median,
-        "s",
-        base,
-        busy,
-        busy.ratio("histogram", "none"),
-    )
-    base = "Redis's time per 1,000 committed, no histogram"
-    report.add(base, calls.side("none").median, "us")
-    report.pair(
-        "Redis's time per 1,000 committed, histogram",
-        calls.side("histogram").median,
-        "us",
-        base,
-        calls,
-        calls.ratio("histogram", "none"),
-    )
+    for what, timed, unit in (
+        ("drain", done, "s"),
+        ("Redis CPU of a drain", busy, "s"),
+        ("Redis's time per 1,000 committed", calls, "us"),
+    ):
+        base = f"{what}, no histogram"
+        report.add(base, timed.side("none").median, unit)
+        report.pair(
+            f"{what}, histogram",
+            timed.side("histogram").median,
+            unit,
+            base,
+            timed,
+            timed.ratio("histogram", "none"),
+        )
     report.show()
     return 0
 
