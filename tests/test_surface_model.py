@@ -54,6 +54,7 @@ from pyspark_ick.cli.output import NotFound
 from pyspark_ick.cli.parser import build_parser
 from pyspark_ick.dead_letters import DeadLetters
 from pyspark_ick.keys import IckKeys, shard_names
+from pyspark_ick.lanes import LANES, Lane, backfill_score
 from pyspark_ick.metrics import Collector
 from pyspark_ick.reshard import reshard as reshard_to
 from pyspark_ick.retries import AttemptRecord, RetryPolicy
@@ -163,25 +164,28 @@ class SurfaceMachine(RuleBasedStateMachine):
         self.model.count = count
         self.add(sorted(members), score)
 
-    def add(self, members: list[str], score: float) -> None:
+    def add(self, members: list[str], score: float, lane: Lane = "live") -> None:
+        """Add at ``score`` in ``lane``: a backfill member is queued at its score plus the
+        offset (lanes.py), so folding keeps a live score over it, and it over none."""
         m = self.model
+        stored = backfill_score(score) if lane == "backfill" else score
         new = sum(x not in m.where for x in members)
-        changed = sum(x in m.where and score < m.where[x][1] for x in members)
-        assert self.sharded().add(dict.fromkeys(members, score)) == (new, changed)
+        changed = sum(x in m.where and stored < m.where[x][1] for x in members)
+        assert self.sharded().add(dict.fromkeys(members, score), lane=lane) == (new, changed)
         for member in members:
-            m.queue(member, score)
+            m.queue(member, stored)
         m.exists = True
 
     def addable(self) -> list[str]:
         return [x for x in MEMBERS if self.model.where.get(x, ("queued",))[0] == "queued"]
 
     @precondition(lambda self: bool(self.addable()))
-    @rule(data=st.data(), score=SCORES, cli=st.booleans())
-    def produce(self, data: Any, score: float, cli: bool) -> None:
-        """A producer adds members (ShardedIck.add, or ``pyspark-ick add``)."""
+    @rule(data=st.data(), score=SCORES, cli=st.booleans(), lane=st.sampled_from(LANES))
+    def produce(self, data: Any, score: float, cli: bool, lane: Lane) -> None:
+        """A producer adds members (ShardedIck.add in either lane, or ``pyspark-ick add``)."""
         members = data.draw(st.lists(st.sampled_from(self.addable()), min_size=1, unique=True))
         if not cli:
-            self.add(members, score)
+            self.add(members, abs(score) if lane == "backfill" else score, lane)
             return
         m = self.model
         shards = ["--shards", str(m.count)]
