@@ -15,7 +15,8 @@ faults loses nothing.
 - --poison's checker (nemesis.fates) on synthetic records: every add processed or a
   dead letter; a dropped delivery (a retry never delivered) and a good member among the
   dead letters each fail it.
-- The smoke: ~2 minutes of faults (seed 6 draws 8 of the 9 kinds in that time) with a
+- The smoke: 75 s of faults (seed 6 draws 6 of the 9 kinds in that time, kill -9 of
+  Redis and of Spark's JVM among them) with a
   sink that fails on 2% of the members for good and on 4% once, then the drain: 0 lost,
   0 stuck (no retry waiting, no attempt record), replays identical, every add processed
   or a dead letter, only poison among them; then, on that recorded run, removing the
@@ -23,7 +24,7 @@ faults loses nothing.
   the calls that processed a good member's add loses it and a good member among the dead
   letters fails the fates.
 - The cluster smoke: the same on a Redis Cluster (3 primaries, a replica each) with the
-  dehydrator loop, 30 s of its failovers and a slot migration; the Sentinel smoke: 75 s
+  dehydrator loop, 30 s of its failovers and a slot migration; the Sentinel smoke: 60 s
   of a Sentinel set's failovers; both with writers and readers waiting for replicas.
 """
 
@@ -379,16 +380,16 @@ def test_cluster_mode_draws_its_faults_and_the_checker_catches_a_dropped_deliver
 
 @pytest.mark.slow
 def test_smoke_soak(tmp_path) -> None:
-    """About 3 minutes: a cold start, 2 of mixed faults with --poison 0.02, the drain, the
-    checks; then the checkers catch a delivery removed from this run's record."""
+    """About 2.5 minutes: a cold start, 75 s of mixed faults with --poison 0.02, the drain,
+    the checks; then the checkers catch a delivery removed from this run's record."""
     began = time.monotonic()
     settings = Settings(
-        minutes=2.0, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0, poison=0.02
+        minutes=1.25, seed=6, out=str(tmp_path / "soak"), drain_timeout=75.0, poison=0.02
     )
     summary = soak(settings)
     took = time.monotonic() - began
     print(f"smoke soak: {took:.0f} s")
-    assert summary["faults"] >= 6, summary["faults_by_kind"]
+    assert summary["faults"] >= 5, summary["faults_by_kind"]
     assert summary["drained"], summary
     assert summary["lost"] == 0, summary["lost_examples"]
     assert summary["replays_differing"] == [] and summary["empty_batches"] == []
@@ -474,25 +475,30 @@ def test_smoke_soak_cluster(tmp_path) -> None:
 
 @pytest.mark.slow
 def test_smoke_soak_sentinel(tmp_path) -> None:
-    """About 2 minutes idle: 75 s of Sentinel failovers (kill -9, SENTINEL FAILOVER and
-    SIGSTOP of the primary; each waits for the sentinels' promotion, so fewer fit) with
+    """About 2 minutes idle: 60 s of Sentinel failovers, one every 3-6 s after the last
+    (kill -9, SENTINEL FAILOVER and SIGSTOP of the primary; each waits for the
+    sentinels' promotion, so fewer fit) with
     the dehydrator loop, writers and readers waiting for both replicas: the same checks
     as the cluster's."""
     settings = Settings(sentinel=True, wait_replicas=2, dehydrator=True, kinds=FAILOVERS)
-    summary = failover_smoke(tmp_path / "soak", settings, minutes=1.25, faults=2)
+    summary = failover_smoke(tmp_path / "soak", settings, minutes=1.0, faults=2, every=(3.0, 6.0))
     parks = summary["dehydrator"]
     assert (parks["lost"], parks["early"], parks["not_in_ick"]) == (0, 0, 0), parks
 
 
 def failover_smoke(
-    out: Path, settings: Settings, minutes: float = 0.5, faults: int = 3
+    out: Path,
+    settings: Settings,
+    minutes: float = 0.5,
+    faults: int = 3,
+    every: tuple[float, float] = (4.0, 8.0),
 ) -> dict[str, Any]:
     """A soak of ``settings`` (a Sentinel set or a cluster) for ``minutes`` and its checks:
-    a fault every 4-8 s (at least ``faults``), every recorded add on a replica and none
-    lost, no empty batch, replays identical, nothing stuck; then the checker catches a
-    delivery removed from it."""
+    a fault ``every`` seconds after the last (at least ``faults``), every recorded add on
+    a replica and none lost, no empty batch, replays identical, nothing stuck; then the
+    checker catches a delivery removed from it."""
     began = time.monotonic()
-    settings.minutes, settings.out, settings.every = minutes, str(out), (4.0, 8.0)
+    settings.minutes, settings.out, settings.every = minutes, str(out), every
     settings.drain_timeout = 120.0  # a consumer restarted late (a loaded machine) still drains
     summary = soak(settings)
     print(f"failover smoke soak: {time.monotonic() - began:.0f} s")
