@@ -1,11 +1,19 @@
 """Filters of spark.read.format("ick") that Redis answers (spark/ick_filters.py): the same
 rows as Spark filtering the whole snapshot, for random filters on string and binary
-members; far fewer bytes out of Redis; reads with Spark's pushdown off still work.
+members; the same filters offered to the reader on the driver (as Spark offers them),
+many more of them, giving the rows SQL keeps; far fewer bytes out of Redis; reads with
+Spark's pushdown off still work.
+
+How many random examples each test runs was set by breaking the translation by hand
+(docs/records/filter-examples.md): the driver's 150 examples of 6 rounds of WHEREs catch
+every broken pushdown tried; Spark's 10 examples a test check that Spark hands over the
+filters as the driver's test offers them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections.abc import Iterator
 from itertools import count
 from typing import Any
@@ -17,13 +25,28 @@ from hypothesis import strategies as st
 from pyspark_ick import ShardedIck
 from pyspark_ick.keys import IckKeys, shard_names, shard_of
 from pyspark_ick.reservations import ReservationLog
+from pyspark_ick.spark.compat import (
+    EqualNullSafe,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+)
 from pyspark_ick.spark.ick_reader import snapshot_schema
+from pyspark_ick.spark.ick_snapshot import batch_reader
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 SHARDS = 3
 TEXTS = st.sampled_from(["a", "b", "doc:1", "doc:2", "é", "z z", "", "ü-7"])
 BYTES = st.sampled_from([b"a", b"\xff", b"a\xffb", b"", b"\x00\x01", "é".encode()])
 SCORES = st.sampled_from([-1.0, 0.0, 1.0, 2.0, float("inf"), float("-inf")])  # ties, bounds
+SPARK_EXAMPLES = 10  # a test: each runs 1 + 2 x 3 Spark jobs
+DRIVER_EXAMPLES, ROUNDS = 150, 6  # a test: a new Ick each, ROUNDS draws of the 3 WHEREs
 names = count()
 
 
@@ -87,48 +110,89 @@ def literal(value: Any) -> str:
     return repr(value)
 
 
+Conjunct = tuple[str, tuple[Any, ...]]
+"""One filter of a WHERE: its SQL, and the filters Spark hands a reader for it (none for
+LIKE and OR here: Spark applies them itself)."""
+
 COMPARE = st.sampled_from(["=", "<", "<=", ">", ">=", "<>", "<=>"])
+OPS = {
+    "=": EqualTo,
+    "<": LessThan,
+    "<=": LessThanOrEqual,
+    ">": GreaterThan,
+    ">=": GreaterThanOrEqual,
+    "<>": lambda column, value: Not(EqualTo(column, value)),
+    "<=>": EqualNullSafe,
+}
 
 
-def compared(scores: st.SearchStrategy[float]) -> st.SearchStrategy[str]:
+def compare(column: str, op: str, value: Any) -> Conjunct:
+    return f"{column} {op} {literal(value)}", (OPS[op]((column,), value),)
+
+
+def listed(column: str, values: list[Any], negated: bool = False) -> Conjunct:
+    found = In((column,), tuple(values))
+    sql = f"{column} {'NOT ' if negated else ''}IN ({', '.join(map(literal, values))})"
+    return sql, (Not(found) if negated else found,)
+
+
+def compared(scores: st.SearchStrategy[float]) -> st.SearchStrategy[Conjunct]:
     """A comparison of the score."""
-    return st.builds(lambda op, v: f"score {op} {literal(v)}", COMPARE, scores)
+    return st.builds(lambda op, v: compare("score", op, v), COMPARE, scores)
+
+
+FIXED = [
+    listed("state", ["queued", "other"]),
+    ("member IS NOT NULL", (IsNotNull(("member",)),)),
+    ("score IS NULL", (IsNull(("score",)),)),
+    ("reservation IS NULL", (IsNull(("reservation",)),)),
+    compare("reservation", ">", 1),
+    ("member LIKE 'a%'", ()),
+    ("(shard = 1 OR score < 0.5)", ()),
+]
 
 
 def conjuncts(
     members: st.SearchStrategy[Any], scores: st.SearchStrategy[float]
-) -> st.SearchStrategy[str]:
+) -> st.SearchStrategy[Conjunct]:
     """One filter: those Redis answers, and some it does not (Spark applies them)."""
-    values = st.lists(members, min_size=1, max_size=3)
     score = compared(scores)
     return st.one_of(
-        st.builds(lambda m: f"member = {literal(m)}", members),
-        st.builds(lambda m: f"member <=> {literal(m)}", members),
-        st.builds(lambda ms: f"member IN ({', '.join(map(literal, ms))})", values),
-        st.builds(lambda op, n: f"shard {op} {n}", COMPARE, st.integers(-1, SHARDS)),
+        st.builds(lambda m: compare("member", "=", m), members),
+        st.builds(lambda m: compare("member", "<=>", m), members),
+        st.builds(lambda ms: listed("member", ms), st.lists(members, min_size=1, max_size=3)),
+        st.builds(lambda op, n: compare("shard", op, n), COMPARE, st.integers(-1, SHARDS)),
         st.builds(
-            lambda ns, neg: f"shard {'NOT ' if neg else ''}IN ({', '.join(map(str, ns))})",
+            lambda ns, neg: listed("shard", ns, neg),
             st.lists(st.integers(0, SHARDS), min_size=1, max_size=3),
             st.booleans(),
         ),
         score,
         score,
         st.builds(
-            lambda op, s: f"state {op} '{s}'",
+            lambda op, s: compare("state", op, s),
             st.sampled_from(["=", "<>"]),
             st.sampled_from(["queued", "reserved", "other"]),
         ),
-        st.sampled_from(
-            [
-                "state IN ('queued', 'other')",
-                "member IS NOT NULL",
-                "score IS NULL",
-                "reservation IS NULL",
-                "reservation > 1",
-                "member LIKE 'a%'",
-                "(shard = 1 OR score < 0.5)",
-            ]
-        ),
+        st.sampled_from(FIXED),
+    )
+
+
+def wheres(snapshot: list[Any], members: Any) -> st.SearchStrategy[list[list[Conjunct]]]:
+    """Three WHEREs of the filters above for an Ick whose rows are ``snapshot``: a mix, two
+    score bounds (with another filter or not), and a lookup of every member in the shard it
+    hashes to; the values those of the rows (bounds hit exactly) and others."""
+    scores = st.sampled_from([r[1] for r in snapshot]) | SCORES if snapshot else SCORES
+    present = conjuncts(
+        st.sampled_from([r[0] for r in snapshot]) | members if snapshot else members, scores
+    )
+    ranges = st.lists(compared(scores), min_size=2, max_size=2)
+    ranges = st.builds(lambda r, more: r + more, ranges, st.lists(present, max_size=1))
+    lookup = [[listed("member", [r[0] for r in snapshot])]] if snapshot else []
+    return st.builds(
+        lambda mixed, bounded: [mixed, bounded, *lookup],
+        st.lists(present, min_size=1, max_size=3),
+        ranges,
     )
 
 
@@ -136,7 +200,9 @@ def check_random_filters(spark: Any, client: Any, url: str, members: Any, binary
     schema = snapshot_schema(binary)
 
     @settings(
-        max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+        max_examples=SPARK_EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
     @given(st.data())
     def check(data: st.DataObject) -> None:
@@ -144,18 +210,8 @@ def check_random_filters(spark: Any, client: Any, url: str, members: Any, binary
         # Spark filters the whole snapshot (read without pushdown) as a local relation
         snapshot = rows(spark, url, name, None, False, binary)
         whole = spark.createDataFrame(snapshot, schema)
-        # values of the rows (bounds hit exactly), and others
-        scores = st.sampled_from([r[1] for r in snapshot]) | SCORES if snapshot else SCORES
-        present = conjuncts(
-            st.sampled_from([r[0] for r in snapshot]) | members if snapshot else members, scores
-        )
-        ranges = st.lists(compared(scores), min_size=2, max_size=2)  # with a state or not
-        ranges = st.builds(lambda r, more: r + more, ranges, st.lists(present, max_size=1))
-        mixed = st.lists(present, min_size=1, max_size=3)
-        wheres = [" AND ".join(data.draw(c)) for c in (mixed, ranges)]
-        if snapshot:  # every member looked up in the shard it hashes to
-            wheres.append(f"member IN ({', '.join(literal(r[0]) for r in snapshot)})")
-        for where in wheres:
+        for conjunction in data.draw(wheres(snapshot, members)):
+            where = " AND ".join(sql for sql, _ in conjunction)
             assert rows(spark, url, name, where, True, binary) == collect(whole.where(where)), where
 
     check()
@@ -252,3 +308,73 @@ def test_with_spark_pushdown_off_a_filtered_read_reads_everything(spark, client,
     ShardedIck(client, "whole", SHARDS).add({"x": 1.0, "y": 2.0})
     assert spark.conf.get(PUSHDOWN) == "false"
     assert [r[0] for r in rows(spark, redis_url, "whole", "member = 'y'", False)] == ["y"]
+
+
+# --- the same filters on the driver, without Spark --------------------------------------
+
+
+def holds(f: Any, row: dict[str, Any]) -> bool | None:
+    """Whether ``row`` passes filter ``f`` as SQL says; None (null) when unknown."""
+    if isinstance(f, Not):
+        inner = holds(f.child, row)
+        return None if inner is None else not inner
+    value = row[f.attribute[0]]
+    if isinstance(f, IsNull | IsNotNull):
+        return (value is None) == isinstance(f, IsNull)
+    if isinstance(f, EqualNullSafe):
+        return bool(value == f.value)
+    if value is None:
+        return None
+    if isinstance(f, In):
+        return True if value in f.value else (None if None in f.value else False)
+    op = {
+        EqualTo: operator.eq,
+        LessThan: operator.lt,
+        LessThanOrEqual: operator.le,
+        GreaterThan: operator.gt,
+        GreaterThanOrEqual: operator.ge,
+    }[type(f)]
+    return bool(op(value, f.value))
+
+
+def driver_rows(url: str, name: str, binary: bool, filters: list[Any]) -> list[dict[str, Any]]:
+    """The rows of a snapshot reader offered ``filters`` as Spark offers them
+    (``pushFilters``, then a task per partition), those it gave back applied as Spark
+    applies them."""
+    options = {"redis.url": url, "ick": name, "shards": str(SHARDS)}
+    options["memberType"] = "binary" if binary else "string"
+    reader = batch_reader(options, snapshot_schema(binary))
+    rest = list(reader.pushFilters(filters)) if filters else []
+    assert all(any(f is r for f in filters) for r in rest)  # given back by reference
+    got = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+    return sorted((r for r in got if all(holds(f, r) for f in rest)), key=repr)
+
+
+def check_on_the_driver(client: Any, url: str, members: Any, binary: bool) -> None:
+    @settings(
+        max_examples=DRIVER_EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(st.data())
+    def check(data: st.DataObject) -> None:
+        name = build(client, data, members)
+        whole = driver_rows(url, name, binary, [])
+        drawn = wheres([(r["member"], r["score"]) for r in whole], members)
+        for _ in range(ROUNDS):
+            for conjunction in data.draw(drawn):
+                filters = [f for _, fs in conjunction for f in fs]
+                kept = [r for r in whole if all(holds(f, r) for f in filters)]
+                got = driver_rows(url, name, binary, filters)
+                assert got == kept, [sql for sql, _ in conjunction]
+
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("binary", [False, True], ids=["string", "binary"])
+def test_random_filters_on_the_driver_give_the_rows_sql_gives(client, redis_url, binary):
+    """The filters of the tests above as Spark hands them to the reader, without Spark:
+    many more WHEREs than Spark can run here, each giving the rows of the whole snapshot
+    that SQL keeps."""
+    check_on_the_driver(client, redis_url, BYTES if binary else TEXTS, binary)
