@@ -8,8 +8,7 @@ attempt): ``python killer_job.py REDIS_URL CHECKPOINT``.
 ``os._exit`` on ``m42`` (the worker dies). ``maxAttempts`` 2: the first batch isolates
 ``m42`` and hands it back, the second (its retry, which starts split) buries it. The
 query runs until ``m42`` is a dead letter and every other member is processed; it prints
-one JSON line of what it saw. Its JVM compiles with C1 only (``TieredStopAtLevel=1``):
-for a JVM that lives a minute, C2's compiling costs more than its code saves.
+one JSON line of what it saw.
 """
 
 from __future__ import annotations
@@ -67,7 +66,6 @@ def main() -> None:
         SparkSession.builder.master("local[2,2]")
         .appName("killer")
         .config("spark.ui.enabled", "false")
-        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
