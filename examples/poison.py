@@ -111,75 +111,86 @@ def redis_url() -> Iterator[str]:
         yield server.url
 
 
+def pipeline(spark: Any, url: str, members: int = 10_000, shards: int = 2) -> bool:
+    """The run on ``spark`` and the Redis at ``url``: queue the members, drain them through
+    the sink, re-drive the dead letters, then print the self-check; whether it held."""
+    client = connect(url)
+    client.delete(DONE, REFUSED, FIXED)
+    sharded = ShardedIck(client, ICK, shards)
+    sharded.delete()
+    ids = [f"doc:{i}" for i in range(members)]
+    sharded.add({m: float(i) for i, m in enumerate(ids)})
+    options = {
+        "redis.url": url,
+        "ick": ICK,
+        "shards": str(shards),
+        "maxAttempts": "3",
+        "retryBackoff": "300ms",
+        "retryBackoffMax": "1s",
+    }
+    started = time.time_ns()
+    query = (
+        spark.readStream.format("ick")
+        .options(**options)
+        .load()
+        .writeStream.foreachBatch(sink(url, options))
+        .option("checkpointLocation", tempfile.mkdtemp())
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait("the first pass", lambda: settled(client, members, shards), query)
+        letters = DeadLetters(sharded)
+        dead = list(letters.read())
+        client.set(FIXED, 1)  # the downstream is fixed: re-drive the dead letters
+        redriven = letters.redrive()
+        wait("the re-drive", lambda: settled(client, members, shards), query)
+    finally:
+        query.stop()
+
+    taken = {k.decode(): v.decode().split() for k, v in client.hgetall(DONE).items()}
+    numbers = {m: int(m.split(":")[1]) for m in ids}
+    poison = {m for m, n in numbers.items() if n % 100 == 0}
+    flaky = {m for m, n in numbers.items() if n % 20 == 1} - poison
+    good = set(ids) - poison - flaky
+    first = {m for m in good if taken[m][:2] == ["1", "1"]}
+    refusals = {k.decode(): int(v) for k, v in client.hgetall(REFUSED).items()}
+    backoff_ns = 300 * 1_000_000 // 2  # the first retry waits half its backoff at least
+    second = {
+        m for m in flaky if taken[m][0] == "2" and int(taken[m][2]) - refusals[m] >= backoff_ns
+    }
+    buried = {d.member for d in dead if d.attempts == 3 and "too large" in d.error}
+    after_redrive = {m for m in poison if m in taken and int(taken[m][2]) > started}
+    left = [k.decode() for k in client.keys(f"{ICK}*") if b"/ick/shards" not in k]
+    records = [k for k in left if k.endswith(("/attempts", "/retry", "/failed"))]
+    checks = [
+        ("good members processed on their first delivery", len(first), len(good)),
+        ("flaky members processed on attempt 2, after the backoff", len(second), len(flaky)),
+        ("poison members dead-lettered after 3 attempts", len(buried), len(poison)),
+        ("dead letters re-driven and then processed", len(after_redrive), redriven),
+        ("attempt records and retries left in Redis", len(records), 0),
+    ]
+    for what, got, want in checks:
+        print(f"{what:<56} {got:>6} of {want:<6} {'ok' if got == want else 'WRONG'}")
+    print(f"dead letter example: {dead[0].member}: {dead[0].error!r}" if dead else "")
+    ok = all(got == want for _, got, want in checks) and redriven == len(poison)
+    print("self-check:", "OK" if ok else "FAILED")
+    client.close()
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--members", type=int, default=10_000)
     parser.add_argument("--shards", type=int, default=2)
     args = parser.parse_args()
     with redis_url() as url:
-        client = connect(url)
-        client.delete(DONE, REFUSED, FIXED)
-        sharded = ShardedIck(client, ICK, args.shards)
-        sharded.delete()
-        ids = [f"doc:{i}" for i in range(args.members)]
-        sharded.add({m: float(i) for i, m in enumerate(ids)})
-        options = {
-            "redis.url": url,
-            "ick": ICK,
-            "shards": str(args.shards),
-            "maxAttempts": "3",
-            "retryBackoff": "300ms",
-            "retryBackoffMax": "1s",
-        }
         spark = spark_session("poison-example")
-        started = time.time_ns()
-        query = (
-            spark.readStream.format("ick")
-            .options(**options)
-            .load()
-            .writeStream.foreachBatch(sink(url, options))
-            .option("checkpointLocation", tempfile.mkdtemp())
-            .trigger(processingTime="200 milliseconds")
-            .start()
-        )
-        wait("the first pass", lambda: settled(client, args.members, args.shards), query)
-        letters = DeadLetters(sharded)
-        dead = list(letters.read())
-        client.set(FIXED, 1)  # the downstream is fixed: re-drive the dead letters
-        redriven = letters.redrive()
-        wait("the re-drive", lambda: settled(client, args.members, args.shards), query)
-        query.stop()
-        spark.stop()
-
-        taken = {k.decode(): v.decode().split() for k, v in client.hgetall(DONE).items()}
-        numbers = {m: int(m.split(":")[1]) for m in ids}
-        poison = {m for m, n in numbers.items() if n % 100 == 0}
-        flaky = {m for m, n in numbers.items() if n % 20 == 1} - poison
-        good = set(ids) - poison - flaky
-        first = {m for m in good if taken[m][:2] == ["1", "1"]}
-        refusals = {k.decode(): int(v) for k, v in client.hgetall(REFUSED).items()}
-        backoff_ns = 300 * 1_000_000 // 2  # the first retry waits half its backoff at least
-        second = {
-            m for m in flaky if taken[m][0] == "2" and int(taken[m][2]) - refusals[m] >= backoff_ns
-        }
-        buried = {d.member for d in dead if d.attempts == 3 and "too large" in d.error}
-        after_redrive = {m for m in poison if m in taken and int(taken[m][2]) > started}
-        left = [k.decode() for k in client.keys(f"{ICK}*") if b"/ick/shards" not in k]
-        records = [k for k in left if k.endswith(("/attempts", "/retry", "/failed"))]
-        checks = [
-            ("good members processed on their first delivery", len(first), len(good)),
-            ("flaky members processed on attempt 2, after the backoff", len(second), len(flaky)),
-            ("poison members dead-lettered after 3 attempts", len(buried), len(poison)),
-            ("dead letters re-driven and then processed", len(after_redrive), redriven),
-            ("attempt records and retries left in Redis", len(records), 0),
-        ]
-        for what, got, want in checks:
-            print(f"{what:<56} {got:>6} of {want:<6} {'ok' if got == want else 'WRONG'}")
-        print(f"dead letter example: {dead[0].member}: {dead[0].error!r}" if dead else "")
-        ok = all(got == want for _, got, want in checks) and redriven == len(poison)
-        print("self-check:", "OK" if ok else "FAILED")
-        client.close()
-        sys.exit(0 if ok else 1)
+        try:
+            ok = pipeline(spark, url, args.members, args.shards)
+        finally:
+            spark.stop()
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ and the terminal summary adds the seconds each file took and the tests over
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,15 @@ from pyspark_ick.acl import acl_rules
 from pyspark_ick.testing import RedisClusterServers, RedisServer
 
 pytest_plugins = ["pyspark_ick.testing"]
+
+# Every JVM the tests start through spark-submit (the shared sessions; the crash, soak and
+# example children; the Connect server; spark-pipelines) and the standalone cluster's
+# daemons compile with C1 only and collect with the serial collector: a test JVM lives
+# seconds to minutes on little data, where C2's compiling costs more CPU than it saves
+# (CONTRIBUTING.md, "Setting up and running the tests").
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+for _var in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS"):
+    os.environ.setdefault(_var, JVM_OPTIONS)
 
 
 @pytest.fixture

@@ -1,12 +1,14 @@
 """A sink whose processing kills the Python worker on one member, run by
-tests/test_poison_spark.py in a Spark of its own (``local[2,4]``: a task is tried 4
-times, so a killer fails its job, not the first task attempt):
-``python killer_job.py REDIS_URL CHECKPOINT``.
+tests/test_poison_spark.py in a Spark of its own (``local[2,2]``: a task is tried twice,
+as a cluster retries it, so a killer fails its job on the retry, not the first task
+attempt): ``python killer_job.py REDIS_URL CHECKPOINT``.
 
 100 members in 2 shards; ``foreachBatch`` hands each batch to ``in_pieces``, whose
 ``process`` indexes the rows on the executors (HSET into ``killer:processed``) and calls
-``os._exit`` on ``m42`` (the worker dies). The query runs until ``m42`` is a dead letter
-and every other member is processed; it prints one JSON line of what it saw.
+``os._exit`` on ``m42`` (the worker dies). ``maxAttempts`` 2: the first batch isolates
+``m42`` and hands it back, the second (its retry, which starts split) buries it. The
+query runs until ``m42`` is a dead letter and every other member is processed; it prints
+one JSON line of what it saw.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ OPTIONS = {
     "redis.url": URL,
     "ick": "killer",
     "shards": "2",
-    "maxAttempts": "3",
+    "maxAttempts": "2",
     "retryBackoff": "200ms",
     "retryBackoffMax": "400ms",
 }
@@ -61,7 +63,7 @@ def main() -> None:
     ShardedIck(client, "killer", 2).add({m: float(i) for i, m in enumerate(MEMBERS)})
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     spark = (
-        SparkSession.builder.master("local[2,4]")
+        SparkSession.builder.master("local[2,2]")
         .appName("killer")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")

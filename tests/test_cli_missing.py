@@ -155,3 +155,17 @@ def test_on_a_cluster_a_missing_name_exits_3_and_an_existing_one_works(cluster_u
     assert cli("retry-due", "present", url=cluster_url).returncode == 0
     totals = json.loads(cli("stats", "present", "--json", url=cluster_url).stdout)["totals"]
     assert (totals["queued"], totals["retrying"], totals["dead"]) == (20, 0, 0)
+
+
+def test_a_missing_name_says_which_database_it_looked_in(redis_url, client):
+    """An Ick on database 3 looked for on database 0, or the other way round, is not
+    there: the message names the database whenever it is not 0."""
+    base = redis_url.rsplit("/", 1)[0]
+    ShardedIck(client, "on_zero", 1).add({"a": 1.0})
+    message = failed(cli("stats", "on_zero", url=f"{base}/3"), 3)
+    assert f"Redis at {base}/3 " in message, message
+    assert where(f"{base}/0") == where(base) == where(f"{base}?db=0") == base
+    assert where(f"{base}?db=5") == f"{base}/5"
+    assert where("redis://u:pw@h1:7000,h2:7001/2") == "redis://h1:7000,h2:7001/2"
+    assert where("unix:///tmp/r.sock?db=4") == "unix:///tmp/r.sock?db=4"
+    assert where("unix:///tmp/r.sock") == "unix:///tmp/r.sock"

@@ -73,7 +73,11 @@ def test_the_url_form_parses_redacts_and_names_every_sentinel():
     assert (target.service, target.tls) == ("orders", True)
     assert (target.sentinel_username, target.sentinel_password) == ("watch", SENTINEL_SECRET)
     assert target.primary_url == f"rediss://app:{SECRET}@localhost/2?ssl_ca_certs=%2Fca.pem"
-    assert where(url) == "rediss+sentinel://s1:26379,s2:26380,s3:1/orders"
+    assert where(url) == "rediss+sentinel://s1:26379,s2:26380,s3:1/orders/2"
+    assert (
+        where(url.replace("/orders/2", "/orders"))
+        == "rediss+sentinel://s1:26379,s2:26380,s3:1/orders"
+    )
     shown = redact(url)
     assert SECRET not in shown and SENTINEL_SECRET not in shown
     assert "app:***@" in shown and "sentinel_password=***" in shown

@@ -64,7 +64,9 @@ def replace_primary(sentinels: SentinelSet) -> tuple[RedisServer, RedisServer]:
     that the sentinel no longer knows (so never demotes): (old, new)."""
     old, new = sentinels.primary(), sentinels.replicas()[0]
     with old.client() as c:
-        assert c.wait(1, 5000) == 1  # the replica has every write so far
+        # the replicas have every write so far; one that was just turned over to another
+        # primary may still be counted while the old one has not noticed (2 under load)
+        assert c.wait(1, 5000) >= 1
     with new.client() as c:
         c.replicaof("NO", "ONE")
     for sentinel in sentinels.sentinels:

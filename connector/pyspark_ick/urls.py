@@ -39,19 +39,24 @@ def redact(url: str) -> str:
 
 
 def where(url: str) -> str:
-    """Scheme, host and port (or socket path) of ``url``, without credentials; a Sentinel
-    URL names every sentinel and the service."""
+    """Scheme, host and port (or socket path) of ``url`` and its database when not 0,
+    without credentials; a Sentinel URL names every sentinel and the service."""
     parts = urlsplit(url)
+    path = [p for p in parts.path.split("/") if p]
+    db = dict(parse_qsl(parts.query)).get("db", "")
     if parts.scheme == "unix":
-        return f"unix://{parts.path}"
+        return f"unix://{parts.path}" + (f"?db={db}" if db.strip("0") else "")
     if parts.scheme in SENTINEL_SCHEMES:
-        service = parts.path.strip("/").split("/")[0]
+        db = path[1] if len(path) > 1 else db
         return (
             f"{parts.scheme}://"
             + ",".join(_host_port(s, SENTINEL_PORT) for s in seeds(url))
-            + f"/{service}"
+            + f"/{path[0] if path else ''}"
+            + (f"/{db}" if db.strip("0") else "")
         )
-    return f"{parts.scheme}://" + ",".join(_host_port(seed) for seed in seeds(url))
+    db = path[0] if path else db
+    hosts = ",".join(_host_port(seed) for seed in seeds(url))
+    return f"{parts.scheme}://{hosts}" + (f"/{db}" if db.strip("0") else "")
 
 
 def _host_port(url: str, default: int = 6379) -> str:
