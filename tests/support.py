@@ -10,6 +10,7 @@ that break servers in tests/redis_faults.py and tests/cluster_faults.py; the fix
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import threading
@@ -17,10 +18,22 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from math import inf
+from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 ACL_PASSWORD = "s3cret-Pa55"  # the restricted user ``ick`` of docs/security.md (acl_url)
 ACL_NAMES = ("dirty_docs", "parked")  # the only Icks and dehydrators it may touch
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """The Python file ``path`` (an example, docs/generate.py: no package) imported as
+    module ``name``; its ``if __name__ == "__main__"`` part does not run."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def script_calls(client: Any) -> int:

@@ -4,13 +4,12 @@ the rehydrate loop of examples/rehydrate.py (dehydrator -> Ick)."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import Sink, drain, redis_ms, stream
+from support import Sink, drain, load_module, redis_ms, stream
 
 from pyspark_ick import Dehydrator, ShardedIck
 from pyspark_ick.keys import DehydratorKeys, shard_names
@@ -270,11 +269,7 @@ def test_source_rejects_bad_options(spark, redis_url):
 
 
 def load_example() -> Any:
-    spec = importlib.util.spec_from_file_location("rehydrate_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(EXAMPLE, "rehydrate_example")
 
 
 def test_rehydrate_loop_returns_parked_member_to_the_ick_when_due(

@@ -5,7 +5,6 @@ newcomer runs it prints the line before it exits."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -15,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support import load_module
 
 from pyspark_ick import ShardedIck
 
@@ -28,11 +28,7 @@ LINE = re.compile(
 
 
 def example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("listener_example", EXAMPLE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(EXAMPLE, "listener_example")
 
 
 def test_the_pages_listener_is_the_examples() -> None:

@@ -4,7 +4,6 @@ isolated by ``in_pieces``, and examples/poison.py's 10,000-member pipeline."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support import load_module
 
 from pyspark_ick import Dehydrator, IckConfigError, ShardedIck, connect
 from pyspark_ick.dead_letters import DeadLetters
@@ -191,11 +191,7 @@ def test_a_member_that_kills_the_worker_is_buried_and_its_batch_processed(redis_
 
 def example() -> ModuleType:
     """examples/poison.py, loaded as a module (its ``main`` is not run)."""
-    spec = importlib.util.spec_from_file_location("poison_example", EXAMPLE)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(EXAMPLE, "poison_example")
 
 
 def test_the_poison_example_runs_to_its_self_check(spark, redis_url, capsys):

@@ -6,23 +6,19 @@ console's and the exporter's option tables (console.md, monitoring.md) are their
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def generator() -> ModuleType:
     """docs/generate.py, imported from its file (docs/ is no package)."""
-    spec = importlib.util.spec_from_file_location("generate", ROOT / "docs" / "generate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(ROOT / "docs" / "generate.py", "generate")
 
 
 def test_the_committed_reference_tables_are_the_codes() -> None:
