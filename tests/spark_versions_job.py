@@ -68,8 +68,6 @@ spark = (
     .appName("pyspark-ick-versions")
     .config("spark.ui.enabled", "false")
     .config("spark.sql.shuffle.partitions", "2")
-    # a JVM that lives a minute: the C2 compiler's threads cost more than they win back
-    .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     .getOrCreate()
 )
 spark.sparkContext.setLogLevel("ERROR")

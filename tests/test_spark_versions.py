@@ -52,8 +52,9 @@ def test_core_on_older_pyspark(release: str, redis_url: str, tmp_path: Path) -> 
     env.update(
         PYSPARK_PYTHON=str(python),
         PYSPARK_DRIVER_PYTHON=str(python),
-        PYTHONPATH=str(ROOT / "connector"),
-    )  # this checkout, whatever the venv holds
+        PYTHONPATH=str(ROOT / "connector"),  # this checkout, whatever the venv holds
+        SPARK_SUBMIT_OPTS=os.environ.get("SPARK_SUBMIT_OPTS", ""),  # conftest's JVM options
+    )
     done = subprocess.run(
         [str(python), str(JOB), redis_url, str(tmp_path)],
         env=env,
