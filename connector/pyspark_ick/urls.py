@@ -47,15 +47,11 @@ def where(url: str) -> str:
     if parts.scheme == "unix":
         return f"unix://{parts.path}" + (f"?db={db}" if db.strip("0") else "")
     if parts.scheme in SENTINEL_SCHEMES:
-        db = path[1] if len(path) > 1 else db
-        return (
-            f"{parts.scheme}://"
-            + ",".join(_host_port(s, SENTINEL_PORT) for s in seeds(url))
-            + f"/{path[0] if path else ''}"
-            + (f"/{db}" if db.strip("0") else "")
-        )
-    db = path[0] if path else db
-    hosts = ",".join(_host_port(seed) for seed in seeds(url))
+        service, db = (path[0] if path else ""), (path[1] if len(path) > 1 else db)
+        hosts = ",".join(_host_port(s, SENTINEL_PORT) for s in seeds(url)) + f"/{service}"
+    else:
+        db = path[0] if path else db
+        hosts = ",".join(_host_port(seed) for seed in seeds(url))
     return f"{parts.scheme}://{hosts}" + (f"/{db}" if db.strip("0") else "")
 
 
